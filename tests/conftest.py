@@ -1,0 +1,26 @@
+"""Shared pytest set-up: float32 math, a deterministic hypothesis profile."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from hypothesis import settings  # noqa: E402
+
+# Deterministic (derandomized) so CI runs are repeatable; no deadline because
+# the first example of a test pays for JAX compilation.
+settings.register_profile("ci", derandomize=True, deadline=None,
+                          max_examples=60, print_blob=True)
+settings.load_profile("ci")
+
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+import jax  # noqa: E402
+
+# Tests compile the same programs more than once (a run, then the same run
+# again to check determinism); a per-session persistent cache compiles once.
+_CACHE = tempfile.mkdtemp(prefix="mgrpo_jax_test_xla_cache_")
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
