@@ -1,0 +1,36 @@
+"""Entry point: `python -m mgrpo_jax.main --config configs/default.py`."""
+
+from __future__ import annotations
+
+from absl import app
+from absl import logging
+from ml_collections import config_flags
+
+from mgrpo_jax.training import config_checks
+from mgrpo_jax.training import toy
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Path to a config file with get_config().",
+    lock_config=True)
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]} (config fields "
+                         "are set as --config.FIELD=VALUE).")
+  config = _CONFIG.value
+  if config is None:
+    raise app.UsageError("--config is required, e.g. --config "
+                         "configs/default.py")
+  try:
+    metrics = toy.run(config)
+  except config_checks.ConfigError as e:
+    raise app.UsageError(str(e)) from e
+  logging.info("done: greedy accuracy %.3f (step 0: %.3f), main reward %.3f",
+               metrics["eval/greedy_accuracy"],
+               metrics["eval/greedy_accuracy_start"],
+               metrics.get("main/reward", float("nan")))
+
+
+if __name__ == "__main__":
+  app.run(main)
