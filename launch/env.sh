@@ -1,0 +1,33 @@
+# Sourced by the launch scripts: makes (or reuses) the project's virtual
+# environment and installs the project into it, with the extras in $EXTRAS.
+#
+#   PYTHON  interpreter that creates the environment (default: python3)
+#   VENV    where the environment lives (default: <repo>/.venv)
+#
+# The install is skipped when setup.py and the extras are unchanged since the
+# last successful install, so a second run starts at once.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-$REPO/.venv}"
+EXTRAS="${EXTRAS:-}"
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "[mgrpo_jax] creating virtual environment $VENV with $PYTHON" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+
+spec="$REPO"
+[[ -n "$EXTRAS" ]] && spec="$REPO[$EXTRAS]"
+stamp="$VENV/.mgrpo_jax_install"
+want="$(cat "$REPO/setup.py" "$REPO/launch/env.sh" | sha256sum | cut -c1-16) $EXTRAS"
+if [[ ! -f "$stamp" ]] || ! grep -qxF -- "$want" "$stamp"; then
+  echo "[mgrpo_jax] installing $spec (editable) into $VENV" >&2
+  # pip's notes about missing local mirror folders are noise; keep the rest.
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+      -e "$spec" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  echo "$want" >> "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
+cd "$REPO"

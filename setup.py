@@ -1,0 +1,44 @@
+"""mgrpo_jax: M-GRPO (multi-agent GRPO) for LLM agents, in JAX."""
+
+import pathlib
+
+import setuptools
+
+_HERE = pathlib.Path(__file__).parent
+
+# Ranges are the versions installed and tested: Python 3.11 resolves
+# jax 0.10.x, Python 3.12 resolves jax 0.12.x; both run the test suite.
+INSTALL_REQUIRES = [
+    "absl-py>=2.1,<3",
+    "chex>=0.1.92,<0.2",
+    "flax>=0.12.8,<0.13",
+    "jax>=0.10.2,<0.13",
+    "ml-collections>=1.1,<2",
+    "numpy>=2.0,<3",
+    "optax>=0.2.8,<0.3",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    "tensorflow-datasets>=4.9.10,<5",
+    "transformers>=5.24,<6",
+]
+
+EXTRAS_REQUIRE = {
+    # Test-only packages (`pip install -e .[test]`).
+    "test": [
+        "hypothesis>=6.100,<7",
+        "pytest>=8,<10",
+    ],
+}
+
+setuptools.setup(
+    name="mgrpo_jax",
+    version="0.1.0",
+    description="M-GRPO: training multi-agent LLM systems with group-relative "
+                "policy optimisation, in JAX.",
+    long_description=(_HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    packages=setuptools.find_packages(include=["mgrpo_jax", "mgrpo_jax.*"]),
+    python_requires=">=3.11,<3.13",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    license="Apache-2.0",
+)

@@ -1,0 +1,39 @@
+"""The README's code is run, so the manual stays true."""
+
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+
+
+def snippet(name: str) -> str:
+  text = README.read_text(encoding="utf-8")
+  match = re.search(rf"<!-- snippet: {name} -->\s*```python\n(.*?)```", text,
+                    re.S)
+  assert match, f"README.md has no python block after 'snippet: {name}'"
+  return match.group(1)
+
+
+def test_core_usage_snippet_runs(capsys):
+  namespace: dict = {}
+  exec(compile(snippet("core-usage"), "README.md:core-usage", "exec"),
+       namespace)
+  out = capsys.readouterr().out.split()
+  loss, clip_fraction, shape = float(out[0]), float(out[1]), " ".join(out[2:])
+  assert loss == loss and 0.0 <= clip_fraction <= 1.0 and shape == "(6, 5)"
+  # The numbers the snippet's comments promise.
+  assert [round(float(x), 3) for x in namespace["main_rewards"]] == [
+      1.0, 0.1, 0.0, 1.0, 1.0, 1.0]
+  assert namespace["index"].shape == (6, 2)
+  assert not namespace["valid"][1].any() and namespace["valid"][0].all()
+
+
+def test_quickstart_commands_exist():
+  text = README.read_text(encoding="utf-8")
+  quick = text.split("## Quickstart", 1)[1].split("##", 1)[0]
+  commands = re.findall(r"^bash (\S+)", quick, re.M)
+  assert commands[:2] == ["launch/train.sh", "launch/test.sh"]
+  root = README.parent
+  for command in commands[:2]:
+    assert (root / command).is_file()
+  assert "launch/test.sh" in (root / ".ci" / "run").read_text()
