@@ -15,7 +15,13 @@ EXTRAS="${EXTRAS:-}"
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "[mgrpo_jax] creating virtual environment $VENV with $PYTHON" >&2
-  "$PYTHON" -m venv "$VENV"
+  # Debian's system Python ships venv separately (python3-venv); fall back to
+  # the virtualenv package from PyPI when the built-in module is missing.
+  if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+    rm -rf "$VENV"
+    "$PYTHON" -m pip install --user -q virtualenv
+    "$PYTHON" -m virtualenv -q "$VENV"
+  fi
 fi
 
 spec="$REPO"
