@@ -18,6 +18,10 @@ import tempfile  # noqa: E402
 
 import jax  # noqa: E402
 
+# Eight CPU devices, so mesh and sharding tests run on real multi-device
+# meshes; it must be set before JAX creates its backend.
+jax.config.update("jax_num_cpu_devices", 8)
+
 # Tests compile the same programs more than once (a run, then the same run
 # again to check determinism); a per-session persistent cache compiles once.
 _CACHE = tempfile.mkdtemp(prefix="mgrpo_jax_test_xla_cache_")

@@ -1,0 +1,216 @@
+"""One Flax NNX decoder for the Llama / Qwen2 / Qwen3 family.
+
+Layer parameters are stacked along a leading L axis and applied with
+`jax.lax.scan`, so compile time does not grow with depth. Every parameter
+carries `logical_axes` metadata; `models/sharding.py` maps those names to mesh
+axes in one rules table. Shape letters: see models/config.py.
+
+Positions are always explicit (never derived from pad tokens): a key at
+position k is visible to a query at position q when k <= q. With a KV cache,
+cache slot s holds the key/value of position s, so continuing a conversation
+only writes the new positions.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from mgrpo_jax.models.config import ModelConfig
+
+
+class KVCache(NamedTuple):
+  """Keys and values of every layer: [L, B, S, G, Dh] each."""
+  k: jax.Array
+  v: jax.Array
+
+  @classmethod
+  def zeros(cls, config: ModelConfig, batch: int, slots: int,
+            dtype=jnp.float32) -> "KVCache":
+    shape = (config.num_layers, batch, slots, config.num_kv_heads,
+             config.head_dim)
+    return cls(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+  @property
+  def slots(self) -> int:
+    return self.k.shape[2]
+
+
+def rope_inverse_frequencies(config: ModelConfig) -> jax.Array:
+  """[Dh/2] inverse frequencies, with Llama-3 scaling when configured."""
+  dh = config.head_dim
+  inv = 1.0 / (config.rope_theta ** (jnp.arange(0, dh, 2, dtype=jnp.float32)
+                                     / dh))
+  if config.rope_llama3 is None:
+    return inv
+  factor, low, high, original = config.rope_llama3
+  wavelen = 2 * jnp.pi / inv
+  low_wavelen, high_wavelen = original / low, original / high
+  scaled = jnp.where(wavelen > low_wavelen, inv / factor, inv)
+  smooth = (original / wavelen - low) / (high - low)
+  smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+  medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+  return jnp.where(medium, smoothed, scaled)
+
+
+def apply_rope(x_BxTxNxDh: jax.Array, positions_BxT: jax.Array,
+               inv_freq: jax.Array) -> jax.Array:
+  """Rotary embedding in Hugging Face's half-split layout."""
+  angles = positions_BxT[..., None].astype(jnp.float32) * inv_freq
+  cos = jnp.cos(angles)[:, :, None, :]
+  sin = jnp.sin(angles)[:, :, None, :]
+  x = x_BxTxNxDh.astype(jnp.float32)
+  x1, x2 = jnp.split(x, 2, axis=-1)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x_BxTxNxDh.dtype)
+
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+  """RMSNorm computed in float32, scaled by `weight` in the input dtype."""
+  x32 = x.astype(jnp.float32)
+  x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+  return weight.astype(x.dtype) * x32.astype(x.dtype)
+
+
+def _param(rngs: nnx.Rngs | None, shape, axes, dtype, *, std=None, ones=False):
+  if ones:
+    value = jnp.ones(shape, dtype)
+  elif std is None:
+    value = jnp.zeros(shape, dtype)
+  else:
+    value = (std * jax.random.normal(rngs.params(), shape)).astype(dtype)
+  return nnx.Param(value, logical_axes=axes)
+
+
+class Decoder(nnx.Module):
+  """Decoder-only transformer (pre-norm, GQA, RoPE, SwiGLU)."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs,
+               dtype=jnp.float32, param_dtype=jnp.float32,
+               init_std: float = 0.02):
+    c = config
+    self.config = config
+    self.dtype = dtype
+    L, D, F = c.num_layers, c.hidden_size, c.intermediate_size
+    qd, kvd = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    p = lambda shape, axes, **kw: _param(rngs, shape, axes, param_dtype, **kw)
+    self.embed = p((c.vocab_size, D), ("vocab", "embed"), std=init_std)
+    self.attn_norm = p((L, D), ("layers", "norm"), ones=True)
+    self.wq = p((L, D, qd), ("layers", "embed", "heads"), std=init_std)
+    self.wk = p((L, D, kvd), ("layers", "embed", "kv"), std=init_std)
+    self.wv = p((L, D, kvd), ("layers", "embed", "kv"), std=init_std)
+    self.wo = p((L, qd, D), ("layers", "heads", "embed"), std=init_std)
+    if c.attention_bias:
+      self.bq = p((L, qd), ("layers", "heads"))
+      self.bk = p((L, kvd), ("layers", "kv"))
+      self.bv = p((L, kvd), ("layers", "kv"))
+    if c.qk_norm:
+      self.q_norm = p((L, c.head_dim), ("layers", "norm"), ones=True)
+      self.k_norm = p((L, c.head_dim), ("layers", "norm"), ones=True)
+    self.mlp_norm = p((L, D), ("layers", "norm"), ones=True)
+    self.w_gate = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
+    self.w_up = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
+    self.w_down = p((L, F, D), ("layers", "mlp", "embed"), std=init_std)
+    self.final_norm = p((D,), ("norm",), ones=True)
+    if not c.tie_word_embeddings:
+      self.lm_head = p((D, c.vocab_size), ("embed", "vocab"), std=init_std)
+
+  def _layer_params(self) -> dict[str, jax.Array]:
+    names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
+             "w_down"]
+    if self.config.attention_bias:
+      names += ["bq", "bk", "bv"]
+    if self.config.qk_norm:
+      names += ["q_norm", "k_norm"]
+    return {n: getattr(self, n)[...] for n in names}
+
+  def hidden_states(
+      self,
+      tokens_BxT: jax.Array,
+      positions_BxT: jax.Array,
+      cache: KVCache | None = None,
+  ) -> tuple[jax.Array, KVCache | None]:
+    """Final-normed hidden states [B, T, D] and the updated cache.
+
+    Without a cache, attention runs over these T tokens (causal by position).
+    With one, the T new keys/values are written at their positions and the
+    queries attend over all S cache slots whose position is <= theirs; the
+    caller keeps S (the cache window) near the live length.
+    """
+    c = self.config
+    dt = self.dtype
+    b, t = tokens_BxT.shape
+    inv_freq = rope_inverse_frequencies(c)
+    groups = c.num_heads // c.num_kv_heads
+    scale = c.head_dim ** -0.5
+    h = self.embed[...].astype(dt)[tokens_BxT]
+    if cache is None:
+      key_pos_BxS = positions_BxT
+    else:
+      key_pos_BxS = jnp.broadcast_to(jnp.arange(cache.slots), (b, cache.slots))
+    visible_BxTxS = key_pos_BxS[:, None, :] <= positions_BxT[:, :, None]
+    rows_B = jnp.arange(b)[:, None]
+
+    def layer(carry, xs):
+      h, cache_k, cache_v = carry
+      lp, index = xs
+      x = rms_norm(h, lp["attn_norm"], c.rms_norm_eps)
+      q = x @ lp["wq"].astype(dt)
+      k = x @ lp["wk"].astype(dt)
+      v = x @ lp["wv"].astype(dt)
+      if c.attention_bias:
+        q, k, v = (q + lp["bq"].astype(dt), k + lp["bk"].astype(dt),
+                   v + lp["bv"].astype(dt))
+      q = q.reshape(b, t, c.num_heads, c.head_dim)
+      k = k.reshape(b, t, c.num_kv_heads, c.head_dim)
+      v = v.reshape(b, t, c.num_kv_heads, c.head_dim)
+      if c.qk_norm:
+        q = rms_norm(q, lp["q_norm"], c.rms_norm_eps)
+        k = rms_norm(k, lp["k_norm"], c.rms_norm_eps)
+      q = apply_rope(q, positions_BxT, inv_freq)
+      k = apply_rope(k, positions_BxT, inv_freq)
+      if cache_k is None:
+        keys, values = k, v
+      else:
+        cache_k = cache_k.at[index, rows_B, positions_BxT].set(
+            k.astype(cache_k.dtype), mode="drop")
+        cache_v = cache_v.at[index, rows_B, positions_BxT].set(
+            v.astype(cache_v.dtype), mode="drop")
+        keys, values = cache_k[index].astype(dt), cache_v[index].astype(dt)
+      q = q.reshape(b, t, c.num_kv_heads, groups, c.head_dim)
+      scores = jnp.einsum("btgrd,bsgd->bgrts", q, keys,
+                          preferred_element_type=jnp.float32) * scale
+      scores = jnp.where(visible_BxTxS[:, None, None], scores, -1e30)
+      probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+      attn = jnp.einsum("bgrts,bsgd->btgrd", probs, values)
+      h = h + attn.reshape(b, t, -1) @ lp["wo"].astype(dt)
+      x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
+      gate = jax.nn.silu(x @ lp["w_gate"].astype(dt))
+      h = h + (gate * (x @ lp["w_up"].astype(dt))) @ lp["w_down"].astype(dt)
+      return (h, cache_k, cache_v), None
+
+    ck, cv = (None, None) if cache is None else (cache.k, cache.v)
+    (h, ck, cv), _ = jax.lax.scan(
+        layer, (h, ck, cv), (self._layer_params(), jnp.arange(c.num_layers)))
+    h = rms_norm(h, self.final_norm[...], c.rms_norm_eps)
+    return h, (None if cache is None else KVCache(ck, cv))
+
+  def logits(self, h_BxTxD: jax.Array) -> jax.Array:
+    """Vocabulary logits [..., V] in float32 from final hidden states."""
+    if self.config.tie_word_embeddings:
+      w = self.embed[...].astype(self.dtype).T
+    else:
+      w = self.lm_head[...].astype(self.dtype)
+    return jnp.dot(h_BxTxD, w, preferred_element_type=jnp.float32)
+
+  def __call__(self, tokens_BxT: jax.Array,
+               positions_BxT: jax.Array | None = None) -> jax.Array:
+    """Logits [B, T, V] of a batch of sequences (training / scoring)."""
+    if positions_BxT is None:
+      positions_BxT = jnp.broadcast_to(jnp.arange(tokens_BxT.shape[1]),
+                                       tokens_BxT.shape)
+    h, _ = self.hidden_states(tokens_BxT, positions_BxT)
+    return self.logits(h)

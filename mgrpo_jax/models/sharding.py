@@ -1,0 +1,61 @@
+"""The one table that decides how model parameters are sharded.
+
+Parameters carry `logical_axes` metadata (see decoder.py). `RULES` maps each
+logical axis name to a mesh axis: "fsdp" (data / fully-sharded data
+parallel) or "tp" (tensor parallel). A dimension is sharded only when the mesh
+has that axis and the axis size divides the dimension; otherwise it is
+replicated (e.g. 3 key/value heads on a 2-way tensor-parallel mesh).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+RULES: Mapping[str, str | None] = {
+    "layers": None,   # the stacked-layer axis is never sharded
+    "vocab": "tp",
+    "embed": "fsdp",
+    "heads": "tp",    # query heads x head width
+    "kv": "tp",       # key/value heads x head width
+    "mlp": "tp",
+    "norm": None,
+}
+
+
+def partition_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...],
+                   mesh: Mesh, rules: Mapping[str, str | None] = RULES
+                   ) -> PartitionSpec:
+  """The PartitionSpec of one array under `rules` on `mesh`."""
+  spec = []
+  used = set()
+  for name, size in zip(logical_axes, shape):
+    axis = rules.get(name) if name is not None else None
+    if (axis is None or axis not in mesh.shape or axis in used
+        or size % mesh.shape[axis]):
+      spec.append(None)
+    else:
+      spec.append(axis)
+      used.add(axis)
+  return PartitionSpec(*spec)
+
+
+def state_shardings(abstract_state: nnx.State, mesh: Mesh,
+                    rules: Mapping[str, str | None] = RULES) -> Any:
+  """A NamedSharding for every variable of an (abstract) nnx.State."""
+
+  def one(variable):
+    axes = variable.get_metadata().get("logical_axes")
+    shape = variable.shape if hasattr(variable, "shape") else np.shape(
+        variable[...])
+    if axes is None:
+      axes = (None,) * len(shape)
+    return NamedSharding(mesh, partition_spec(tuple(axes), tuple(shape), mesh,
+                                              rules))
+
+  return jax.tree.map(one, abstract_state,
+                      is_leaf=lambda x: isinstance(x, nnx.Variable))
