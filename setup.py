@@ -12,20 +12,31 @@ INSTALL_REQUIRES = [
     "absl-py>=2.1,<3",
     "chex>=0.1.92,<0.2",
     "flax>=0.12.8,<0.13",
+    "gguf>=0.19,<0.20",  # reading llama.cpp GGUF files (models/gguf_checkpoint)
     "jax>=0.10.2,<0.13",
+    "jinja2>=3.1.6,<4",  # chat templates (models/tokenizer)
     "ml-collections>=1.1,<2",
+    "ml-dtypes>=0.5,<1",  # bfloat16 arrays in numpy (models/hf_checkpoint)
     "numpy>=2.0,<3",
     "optax>=0.2.8,<0.3",
     "orbax-checkpoint>=0.12.8,<0.13",
+    "safetensors>=0.8,<0.9",
     "tensorflow-datasets>=4.9.10,<5",
+    "tokenizers>=0.23.3,<0.24",
     "transformers>=5.24,<6",
 ]
 
 EXTRAS_REQUIRE = {
     # Test-only packages (`pip install -e .[test]`).
+    # torch/accelerate run the transformers parity tests (tests/parity_test.py,
+    # tests/smollm2_test.py); only the torch 2.13.0 CPU build is available
+    # offline, so on Python 3.12 neither is installed (accelerate would pull
+    # in another torch) and those tests skip.
     "test": [
+        'accelerate>=1.16,<2; python_version == "3.11"',
         "hypothesis>=6.100,<7",
         "pytest>=8,<10",
+        'torch==2.13.0; python_version == "3.11"',
     ],
 }
 

