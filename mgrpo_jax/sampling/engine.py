@@ -1,0 +1,430 @@
+"""The generation engine: many live conversations over one preallocated cache.
+
+Each conversation owns one row of a KV cache [L, R, S, G, Dh] (R =
+`max_conversations`, S = `cache_len`). A conversation's tokens are either in
+the cache (positions [0, cached)) or pending (the prompt, appended tool
+results, and the last sampled token, which is never fed through the model
+until the conversation continues). `generate_turn` prefills every row's
+pending tokens in one jitted call, which also samples the first new token,
+then runs jitted decode chunks of `chunk_steps` steps until every row is
+done. Between chunks the host checks stop strings. Both steps run
+`sampling.forward` (the decoder's math over per-layer weight copies, made
+once per weight update, which decodes much faster on CPU than the decoder's
+layer scan). Batch size, prompt length
+and cache window are bucketed to powers of two, so the number of
+compilations stays bounded however many calls are made.
+
+Typical use by a rollout controller::
+
+  engine = Engine(model, max_conversations=64, cache_len=4096)
+  conv = engine.start(prompt_ids)
+  [result] = engine.generate_turn([conv], params, key)
+  engine.extend(conv, tool_result_ids)     # only these are prefilled next
+  [result] = engine.generate_turn([conv], params, next_key)
+  engine.release(conv)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from mgrpo_jax.models.decoder import Decoder, KVCache
+from mgrpo_jax.sampling import forward, generation
+from mgrpo_jax.sampling.sampling_params import SamplingParams
+
+DecodeFn = Callable[[list[int]], str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+  """One row's output of a generation call."""
+  tokens: list[int]  # Generated ids, ending with the stop token if any.
+  logprobs: np.ndarray  # float32 [n]: log-prob of each generated token.
+  finish_reason: str  # "stop" (stop id / stop string) or "length".
+  conv_id: int | None  # Conversation to extend / continue; None if released.
+
+
+@dataclasses.dataclass
+class _Conversation:
+  row: int  # Row of the engine's cache.
+  tokens: list[int]  # Every token of the conversation so far.
+  cached: int  # Positions [0, cached) hold this conversation's keys/values.
+
+
+class Engine:
+  """Batched generation over live conversations (see the module docstring)."""
+
+  def __init__(self, model: Decoder, *, max_conversations: int = 8,
+               cache_len: int = 2048, chunk_steps: int = 16,
+               min_window: int = 64, min_prompt_bucket: int = 16,
+               truncate_prompts: bool = False, cache_dtype: Any = None,
+               decode_fn: DecodeFn | Any = None):
+    """Allocates the cache and prepares (lazily compiled) jitted steps.
+
+    Args:
+      model: the decoder; its weights can later be replaced with
+        `update_weights` without recompiling.
+      max_conversations: R, cache rows = most conversations alive at once.
+      cache_len: S, most tokens one conversation may hold (prompt, tool
+        results and generated tokens together).
+      chunk_steps: N, decode steps per jitted call (host work and stop-string
+        checks happen between chunks).
+      min_window: smallest cache window W (slots) a call runs on.
+      min_prompt_bucket: smallest padded prefill length T.
+      truncate_prompts: when a prompt is longer than `cache_len`, keep its
+        last `cache_len` tokens instead of raising ValueError.
+      cache_dtype: dtype of the cache; defaults to the model's compute dtype.
+      decode_fn: `list[int] -> str`, or a tokenizer with `.decode`; needed
+        only for stop strings (may also be passed per call).
+    """
+    for name, value in (("max_conversations", max_conversations),
+                        ("cache_len", cache_len), ("chunk_steps", chunk_steps),
+                        ("min_window", min_window),
+                        ("min_prompt_bucket", min_prompt_bucket)):
+      if not isinstance(value, int) or value < 1:
+        raise ValueError(f"Engine {name}={value!r}: expected a positive "
+                         "integer.")
+    self.config = model.config
+    self.max_conversations = max_conversations
+    self.cache_len = cache_len
+    self.chunk_steps = chunk_steps
+    self.min_window = min_window
+    self.min_prompt_bucket = min_prompt_bucket
+    self.truncate_prompts = truncate_prompts
+    self.decode_fn = decode_fn
+    self._dtype = model.dtype
+    self._graphdef, state = nnx.split(model)
+    self._param_shapes = _describe(state)
+    self._steps = _compiled_steps(self._graphdef)
+    self._weights = self._steps.split(state)
+    self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
+                                cache_dtype or model.dtype)
+    self._conversations: dict[int, _Conversation] = {}
+    self._free_rows = list(range(max_conversations))
+    self._next_id = 0
+
+  # ---------------------------------------------------------------- weights
+
+  def update_weights(self, weights: nnx.State | Decoder) -> None:
+    """Replaces the weights (same structure, shapes, dtypes): no recompile.
+
+    The stacked layer weights are copied once into per-layer arrays.
+    """
+    state = (nnx.split(weights)[1] if isinstance(weights, nnx.Module)
+             else weights)
+    if _describe(state) != self._param_shapes:
+      raise ValueError("Engine.update_weights: the new weights do not match "
+                       "the model's parameter structure, shapes and dtypes.")
+    self._weights = self._steps.split(state)
+
+  @property
+  def trace_counts(self) -> dict[str, int]:
+    """Traces (= compilations) of each jitted step so far.
+
+    The jitted steps are shared by every engine whose model has the same
+    structure (graphdef), so these counts are too.
+    """
+    return dict(self._steps.traces)
+
+  # ---------------------------------------------------------- conversations
+
+  def start(self, prompt_tokens: Sequence[int]) -> int:
+    """Opens a conversation with a non-empty prompt; returns its id."""
+    tokens = self._check_tokens(prompt_tokens, "prompt_tokens")
+    if not tokens:
+      raise ValueError("Engine.start: prompt_tokens is empty; a conversation "
+                       "needs at least one token.")
+    if len(tokens) > self.cache_len:
+      if not self.truncate_prompts:
+        raise ValueError(
+            f"Engine.start: prompt of conversation {self._next_id} has "
+            f"{len(tokens)} tokens, more than cache_len={self.cache_len} "
+            "(pass truncate_prompts=True to keep its last tokens).")
+      tokens = tokens[-self.cache_len:]
+    if not self._free_rows:
+      raise ValueError(f"Engine.start: all max_conversations="
+                       f"{self.max_conversations} rows are in use; release "
+                       "finished conversations first.")
+    conv_id = self._next_id
+    self._next_id += 1
+    self._conversations[conv_id] = _Conversation(self._free_rows.pop(0),
+                                                 tokens, 0)
+    return conv_id
+
+  def extend(self, conv_id: int, tokens: Sequence[int]) -> None:
+    """Appends tokens (e.g. a tool result); only they are prefilled next."""
+    conv = self._get(conv_id)
+    tokens = self._check_tokens(tokens, "tokens")
+    if len(conv.tokens) + len(tokens) > self.cache_len:
+      raise ValueError(
+          f"Engine.extend: conversation {conv_id} would hold "
+          f"{len(conv.tokens) + len(tokens)} tokens, more than cache_len="
+          f"{self.cache_len}.")
+    conv.tokens.extend(tokens)
+
+  def release(self, conv_id: int) -> None:
+    """Ends a conversation and frees its cache row."""
+    self._free_rows.append(self._get(conv_id).row)
+    del self._conversations[conv_id]
+
+  def tokens(self, conv_id: int) -> list[int]:
+    """Every token of a conversation (prompt, generated, appended)."""
+    return list(self._get(conv_id).tokens)
+
+  def kv_cache(self, conv_id: int) -> KVCache:
+    """The cached keys/values of a conversation: [L, 1, cached, G, Dh]."""
+    conv = self._get(conv_id)
+    take = lambda x: x[:, conv.row:conv.row + 1, :conv.cached]
+    return KVCache(take(self._cache.k), take(self._cache.v))
+
+  @property
+  def num_free(self) -> int:
+    """Conversations that can still be started."""
+    return len(self._free_rows)
+
+  # ------------------------------------------------------------- generation
+
+  def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+               key: jax.Array, *, keep: bool = False,
+               decode_fn: DecodeFn | Any = None) -> list[Result]:
+    """One-shot generation for a batch of prompts (token id lists).
+
+    With keep=False the conversations are released afterwards (results
+    carry conv_id None), and more prompts than free rows are run in waves;
+    with keep=True they stay open for `extend` / `generate_turn`.
+    """
+    if not prompts:
+      raise ValueError("Engine.generate: prompts is empty.")
+    if keep and len(prompts) > self.num_free:
+      raise ValueError(f"Engine.generate: {len(prompts)} prompts with "
+                       f"keep=True but only {self.num_free} free rows.")
+    if self.num_free == 0:
+      raise ValueError("Engine.generate: no free cache rows (all "
+                       f"max_conversations={self.max_conversations} in use).")
+    results = []
+    wave = len(prompts) if keep else self.num_free
+    for w, begin in enumerate(range(0, len(prompts), wave)):
+      ids = [self.start(p) for p in prompts[begin:begin + wave]]
+      wave_key = key if w == 0 else jax.random.fold_in(key, w)
+      out = self.generate_turn(ids, params, wave_key, decode_fn=decode_fn)
+      if not keep:
+        for conv_id in ids:
+          self.release(conv_id)
+        out = [dataclasses.replace(r, conv_id=None) for r in out]
+      results.extend(out)
+    return results
+
+  def generate_turn(self, conv_ids: Sequence[int], params: SamplingParams,
+                    key: jax.Array, *,
+                    decode_fn: DecodeFn | Any = None) -> list[Result]:
+    """Continues each conversation with one generated turn.
+
+    The pending tokens of every row (prompt or appended tokens, plus the
+    last token generated before) are prefilled, then tokens are sampled
+    until each row meets a stop id, a stop string, `max_new_tokens` or the
+    cache end. Generated tokens join the conversation. Rows are
+    independent: a row's tokens do not depend on the other rows (greedy
+    exactly; sampled given the row's index in `conv_ids` and the key).
+    """
+    if not isinstance(params, SamplingParams):
+      raise TypeError(f"Engine.generate_turn: params is {type(params)!r}; "
+                      "expected SamplingParams.")
+    if not conv_ids:
+      raise ValueError("Engine.generate_turn: conv_ids is empty.")
+    if len(set(conv_ids)) != len(conv_ids):
+      raise ValueError(f"Engine.generate_turn: conv_ids {list(conv_ids)} "
+                       "repeat a conversation.")
+    convs = [self._get(c) for c in conv_ids]
+    decode_text = self._decoder(decode_fn, params)
+    b = len(convs)
+    bp = generation.bucket(b, 1, self.max_conversations)
+    pad = bp - b
+    rows = np.array([c.row for c in convs] + [self.max_conversations] * pad,
+                    np.int32)
+    prior = np.array([len(c.tokens) for c in convs] + [0] * pad, np.int32)
+    budget = np.minimum(params.max_new_tokens,
+                        self.cache_len - prior).astype(np.int32)
+    budget[b:] = 0
+    sampling = self._sampling(params)
+
+    # Prefill the pending tokens; sample each row's first new token.
+    pending = [c.tokens[c.cached:] for c in convs]
+    t = generation.bucket(max(map(len, pending)), self.min_prompt_bucket)
+    tokens_BxT = np.zeros((bp, t), np.int32)
+    for i, p in enumerate(pending):
+      tokens_BxT[i, :len(p)] = p
+    start = np.array([c.cached for c in convs] + [0] * pad, np.int32)
+    length = np.array(list(map(len, pending)) + [0] * pad, np.int32)
+    window = self._window(int(prior.max()))
+    self._cache, first, first_lp = self._steps.prefill(
+        self.config, self._dtype, window, self._weights, self._cache, rows,
+        tokens_BxT, start, length,
+        sampling, jax.random.fold_in(key, 0))
+    for i, c in enumerate(convs):
+      c.cached += len(pending[i])
+    first, first_lp = np.asarray(first), np.asarray(first_lp)
+    generated = [[int(first[i])] if budget[i] > 0 else [] for i in range(b)]
+    logprobs = [[float(first_lp[i])] if budget[i] > 0 else []
+                for i in range(b)]
+    stop_ids = set(params.stop_token_ids)
+    done = np.array([not g or g[-1] in stop_ids or len(g) >= budget[i]
+                     for i, g in enumerate(generated)] + [True] * pad)
+    by_string = self._check_strings(generated, logprobs, [0] * b, done,
+                                    params, decode_text)
+
+    # Decode in chunks until every row is done.
+    chunk = 0
+    while not done.all():
+      chunk += 1
+      count = np.array(list(map(len, generated)) + [0] * pad, np.int32)
+      last = np.array([g[-1] if g else 0 for g in generated] + [0] * pad,
+                      np.int32)
+      # Rows without a generated token feed nothing: their position lies
+      # past every window, so the write is dropped.
+      position = np.where(count > 0, prior + count - 1,
+                          self.cache_len).astype(np.int32)
+      live_end = int(position[~done].max()) + self.chunk_steps
+      self._cache, out = self._steps.decode(
+          self.config, self._dtype, self._window(live_end), self.chunk_steps,
+          self._weights, self._cache,
+          rows, last, position, count, budget, done, sampling,
+          jax.random.fold_in(key, chunk))
+      toks, lps, new_count = (np.asarray(out.tokens_BxN),
+                              np.asarray(out.logprobs_BxN),
+                              np.asarray(out.count_B))
+      for i in range(b):
+        n = int(new_count[i] - count[i])
+        generated[i].extend(int(x) for x in toks[i, :n])
+        logprobs[i].extend(float(x) for x in lps[i, :n])
+      done = np.asarray(out.done_B).copy()
+      by_string |= self._check_strings(generated, logprobs, count[:b], done,
+                                       params, decode_text)
+
+    results = []
+    for i, (conv_id, c) in enumerate(zip(conv_ids, convs)):
+      g = generated[i]
+      stopped = bool(g) and (by_string[i] or g[-1] in stop_ids)
+      c.tokens.extend(g)
+      # Every token but the last generated one has been fed to the model.
+      c.cached = len(c.tokens) - 1 if g else len(c.tokens)
+      results.append(Result(g, np.asarray(logprobs[i], np.float32),
+                            "stop" if stopped else "length", conv_id))
+    return results
+
+  @property
+  def cache_dtype(self) -> Any:
+    """dtype of the KV cache."""
+    return self._cache.k.dtype
+
+  # ---------------------------------------------------------------- helpers
+
+  def _get(self, conv_id: int) -> _Conversation:
+    if conv_id not in self._conversations:
+      raise KeyError(f"Engine: unknown conversation id {conv_id!r} (never "
+                     "started, or released).")
+    return self._conversations[conv_id]
+
+  def _check_tokens(self, tokens: Sequence[int], name: str) -> list[int]:
+    out = [int(x) for x in tokens]
+    bad = [x for x in out if not 0 <= x < self.config.vocab_size]
+    if bad:
+      raise ValueError(f"Engine: {name} holds ids {bad[:5]} outside "
+                       f"[0, vocab_size={self.config.vocab_size}).")
+    return out
+
+  def _window(self, live_end: int) -> int:
+    return generation.bucket(live_end, self.min_window, self.cache_len)
+
+  def _sampling(self, params: SamplingParams) -> generation.Sampling:
+    k = generation.bucket(len(params.stop_token_ids), 8)
+    stop_ids = np.full((k,), -1, np.int32)
+    stop_ids[:len(params.stop_token_ids)] = params.stop_token_ids
+    return generation.Sampling(np.float32(params.temperature),
+                               np.int32(params.top_k),
+                               np.float32(params.top_p), stop_ids)
+
+  def _decoder(self, decode_fn, params: SamplingParams) -> DecodeFn | None:
+    fn = decode_fn if decode_fn is not None else self.decode_fn
+    if not params.stop_strings:
+      return None
+    if fn is None:
+      raise ValueError(f"SamplingParams.stop_strings={params.stop_strings!r} "
+                       "needs a decode_fn (or tokenizer) on the Engine or the "
+                       "call.")
+    return fn.decode if hasattr(fn, "decode") else fn
+
+  def _check_strings(self, generated: list[list[int]],
+                     logprobs: list[list[float]], before: Sequence[int],
+                     done: np.ndarray, params: SamplingParams,
+                     decode_text: DecodeFn | None) -> np.ndarray:
+    """Truncates rows whose text gained a stop string; marks them done.
+
+    Only rows that were live and produced tokens after index `before[i]`
+    are checked; a hit keeps tokens up to the one completing the string.
+    Returns bool [len(generated)]: rows stopped by a string now.
+    """
+    hit = np.zeros(len(generated), bool)
+    if decode_text is None:
+      return hit
+    for i, g in enumerate(generated):
+      if len(g) <= before[i] or not _has_stop(decode_text(g), params):
+        continue
+      for n in range(before[i] + 1, len(g) + 1):
+        if _has_stop(decode_text(g[:n]), params):
+          del g[n:], logprobs[i][n:]
+          break
+      hit[i] = True
+      done[i] = True
+    return hit
+
+
+def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:
+  """Tree structure and leaf (shape, dtype) of a model state."""
+  leaves = [(jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(state)]
+  return jax.tree.structure(state), leaves
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steps:
+  """Jitted steps of one model structure, and their trace counts."""
+  split: Callable[[nnx.State], forward.Weights]
+  prefill: Callable[..., Any]
+  decode: Callable[..., Any]
+  traces: collections.Counter
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_steps(graphdef: nnx.GraphDef) -> _Steps:
+  """One set of jitted steps per model structure, shared across engines."""
+  traces = collections.Counter()
+  def split(state):
+    traces["split"] += 1
+    return forward.split_weights(nnx.merge(graphdef, state))
+
+  def prefill(config, dtype, window, *args):
+    traces["prefill"] += 1
+    return generation.prefill(config, dtype, window, *args)
+
+  def decode(config, dtype, window, steps, *args):
+    traces["decode"] += 1
+    return generation.decode_chunk(config, dtype, window, steps, *args)
+
+  # The cache (first argument after the weights) is donated: updated in place.
+  return _Steps(jax.jit(split),
+                jax.jit(prefill, static_argnums=(0, 1, 2),
+                        donate_argnums=(4,)),
+                jax.jit(decode, static_argnums=(0, 1, 2, 3),
+                        donate_argnums=(5,)),
+                traces)
+
+
+def _has_stop(text: str, params: SamplingParams) -> bool:
+  return any(s in text for s in params.stop_strings)

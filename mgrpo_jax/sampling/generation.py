@@ -1,0 +1,145 @@
+"""Pure, jit-ready prefill and multi-step decode over a shared KV cache.
+
+Shape letters: B batch rows (padded to a bucket), T new tokens per row
+(padded to a bucket), N decode steps per chunk, W cache window (slots), V
+vocab, K stop ids (padded), L layers, R rows of the engine's cache.
+
+The engine's cache holds one conversation per row, [L, R, S, G, Dh]. Each
+call gathers the rows of its batch and only the first W slots (a bucketed
+window just long enough for the live positions), runs on that window, and
+scatters it back, so attention never scans the whole preallocated cache.
+Row indices >= R mark padding rows: their gather is clamped and their
+scatter dropped. Slot s holds position s; a query at position p sees slots
+<= p, all of which hold this conversation's tokens, so whatever lies beyond
+a row's live length is never read.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from mgrpo_jax.models.config import ModelConfig
+from mgrpo_jax.models.decoder import KVCache
+from mgrpo_jax.sampling import forward
+from mgrpo_jax.sampling.sample import sample_tokens
+
+
+class Sampling(NamedTuple):
+  """Traced sampling settings (scalars) and padded stop ids [K] (-1 = none)."""
+  temperature: jax.Array
+  top_k: jax.Array
+  top_p: jax.Array
+  stop_ids_K: jax.Array
+
+
+def bucket(n: int, minimum: int, maximum: int | None = None) -> int:
+  """The smallest power of two >= max(n, minimum), capped at `maximum`."""
+  size = max(int(minimum), 1)
+  while size < n:
+    size *= 2
+  return size if maximum is None else min(size, maximum)
+
+
+def gather_window(cache: KVCache, rows_B: jax.Array,
+                  window: int) -> forward.Window:
+  """Rows `rows_B` and slots [0, window) of the cache, per layer."""
+  take = lambda x: tuple(jnp.take(x[i, :, :window], rows_B, axis=0,
+                                  mode="clip") for i in range(x.shape[0]))
+  return forward.Window(take(cache.k), take(cache.v))
+
+
+def scatter_window(cache: KVCache, rows_B: jax.Array,
+                   win: forward.Window) -> KVCache:
+  """Writes a window back into its rows; rows >= R (padding) are dropped."""
+  w = win.k[0].shape[1]
+  put = lambda x, y: x.at[:, rows_B, :w].set(jnp.stack(y), mode="drop")
+  return KVCache(put(cache.k, win.k), put(cache.v, win.v))
+
+
+def prefill(config: ModelConfig, dtype, window: int,
+            weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
+            tokens_BxT: jax.Array,
+            start_B: jax.Array, length_B: jax.Array, sampling: Sampling,
+            key: jax.Array) -> tuple[KVCache, jax.Array, jax.Array]:
+  """Writes each row's new tokens and samples the token that follows them.
+
+  Row b's tokens_BxT[b, :length_B[b]] go to positions [start, start +
+  length); the rest of the row is padding (its positions are pushed out of
+  the window, so it writes nothing). Logits are computed only at each row's
+  last new token. Returns (cache, next tokens [B], their log-probs [B]);
+  rows with length 0 return garbage to be ignored.
+  """
+  t = tokens_BxT.shape[1]
+  offsets_T = jnp.arange(t)
+  valid_BxT = offsets_T[None, :] < length_B[:, None]
+  positions_BxT = jnp.where(valid_BxT, start_B[:, None] + offsets_T, window)
+  win = gather_window(cache, rows_B, window)
+  h_BxTxD, win = forward.hidden_states(config, dtype, weights, tokens_BxT,
+                                       positions_BxT, win)
+  last_B = jnp.maximum(length_B - 1, 0)
+  h_BxD = jnp.take_along_axis(h_BxTxD, last_B[:, None, None], axis=1)[:, 0]
+  tokens_B, logprobs_B = sample_tokens(
+      forward.logits(dtype, weights, h_BxD), key, sampling.temperature,
+      sampling.top_k,
+      sampling.top_p)
+  return scatter_window(cache, rows_B, win), tokens_B, logprobs_B
+
+
+class DecodeOut(NamedTuple):
+  """What one decode chunk returns besides the cache."""
+  tokens_BxN: jax.Array  # int32; row b's new tokens are the first count delta.
+  logprobs_BxN: jax.Array  # float32, aligned with tokens_BxN.
+  count_B: jax.Array  # int32 tokens generated so far in this call.
+  done_B: jax.Array  # bool, row finished (stop id, budget) or was already.
+
+
+def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
+                 weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
+                 last_B: jax.Array, position_B: jax.Array, count_B: jax.Array,
+                 budget_B: jax.Array, done_B: jax.Array, sampling: Sampling,
+                 key: jax.Array) -> tuple[KVCache, DecodeOut]:
+  """Up to `steps` decode steps in one `lax.while_loop`.
+
+  Each step feeds every row's last sampled token (not yet in the cache) at
+  its position, samples the next one from the logits, and advances the rows
+  still live; a row stops on a stop id or when count reaches its budget,
+  and then never changes. The loop exits early once every row is done.
+  Step i draws with fold_in(key, i).
+  """
+  b = rows_B.shape[0]
+  win = gather_window(cache, rows_B, window)
+  tokens_BxN = jnp.zeros((b, steps), jnp.int32)
+  logprobs_BxN = jnp.zeros((b, steps), jnp.float32)
+
+  def cond(carry):
+    i, done_B = carry[0], carry[-1]
+    return (i < steps) & ~jnp.all(done_B)
+
+  def body(carry):
+    i, win, toks, lps, last_B, position_B, count_B, done_B = carry
+    h_Bx1xD, win = forward.hidden_states(config, dtype, weights,
+                                         last_B[:, None], position_B[:, None],
+                                         win)
+    new_B, lp_B = sample_tokens(
+        forward.logits(dtype, weights, h_Bx1xD[:, 0]),
+        jax.random.fold_in(key, i),
+        sampling.temperature, sampling.top_k, sampling.top_p)
+    live_B = ~done_B
+    toks = lax.dynamic_update_slice(toks, new_B[:, None], (0, i))
+    lps = lax.dynamic_update_slice(lps, lp_B[:, None], (0, i))
+    count_B = count_B + live_B
+    position_B = position_B + live_B
+    last_B = jnp.where(live_B, new_B, last_B)
+    stop_B = jnp.any(new_B[:, None] == sampling.stop_ids_K[None, :], axis=-1)
+    done_B = done_B | (live_B & (stop_B | (count_B >= budget_B)))
+    return i + 1, win, toks, lps, last_B, position_B, count_B, done_B
+
+  carry = (jnp.int32(0), win, tokens_BxN, logprobs_BxN, last_B, position_B,
+           count_B, done_B)
+  _, win, toks, lps, _, _, count_B, done_B = lax.while_loop(cond, body, carry)
+  return (scatter_window(cache, rows_B, win),
+          DecodeOut(toks, lps, count_B, done_B))
