@@ -75,6 +75,72 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
   return weight.astype(x.dtype) * x32.astype(x.dtype)
 
 
+def project_qkv(c: ModelConfig, dt, lp: dict[str, jax.Array],
+                h_BxTxD: jax.Array, positions_BxT: jax.Array,
+                inv_freq: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """One layer's pre-norm and q/k/v (bias, q/k norm and RoPE applied).
+
+  Returns q [B, T, G, R, Dh] (R = H / G query heads per key/value head) and
+  k, v [B, T, G, Dh].
+  """
+  b, t, _ = h_BxTxD.shape
+  x = rms_norm(h_BxTxD, lp["attn_norm"], c.rms_norm_eps)
+  q = x @ lp["wq"].astype(dt)
+  k = x @ lp["wk"].astype(dt)
+  v = x @ lp["wv"].astype(dt)
+  if c.attention_bias:
+    q, k, v = (q + lp["bq"].astype(dt), k + lp["bk"].astype(dt),
+               v + lp["bv"].astype(dt))
+  q = q.reshape(b, t, c.num_heads, c.head_dim)
+  k = k.reshape(b, t, c.num_kv_heads, c.head_dim)
+  v = v.reshape(b, t, c.num_kv_heads, c.head_dim)
+  if c.qk_norm:
+    q = rms_norm(q, lp["q_norm"], c.rms_norm_eps)
+    k = rms_norm(k, lp["k_norm"], c.rms_norm_eps)
+  q = apply_rope(q, positions_BxT, inv_freq)
+  k = apply_rope(k, positions_BxT, inv_freq)
+  groups = c.num_heads // c.num_kv_heads
+  return q.reshape(b, t, c.num_kv_heads, groups, c.head_dim), k, v
+
+
+def attention(q_BxTxGxRxDh: jax.Array, keys_BxSxGxDh: jax.Array,
+              values_BxSxGxDh: jax.Array, visible_BxTxS: jax.Array,
+              dt) -> jax.Array:
+  """Grouped-query attention [B, T, H * Dh]; key s is seen where visible.
+
+  With a single query (a decode step) it is written as multiply + reduce:
+  XLA's CPU batched dot would first transpose every layer's keys and values,
+  which made decoding about 3x slower at batch 32.
+  """
+  b, t, g, r, dh = q_BxTxGxRxDh.shape
+  scale = dh ** -0.5
+  keys, values = keys_BxSxGxDh.astype(dt), values_BxSxGxDh.astype(dt)
+  if t == 1:
+    q = q_BxTxGxRxDh[:, 0].astype(jnp.float32)
+    scores_BxSxGxR = jnp.sum(
+        q[:, None] * keys.astype(jnp.float32)[:, :, :, None, :], axis=-1)
+    scores_BxSxGxR = jnp.where(visible_BxTxS[:, 0, :, None, None],
+                               scores_BxSxGxR * scale, -1e30)
+    probs = jax.nn.softmax(scores_BxSxGxR, axis=1).astype(dt)
+    out = jnp.sum(probs[..., None] * values[:, :, :, None], axis=1)
+    return out.reshape(b, 1, g * r * dh)
+  scores = jnp.einsum("btgrd,bsgd->bgrts", q_BxTxGxRxDh, keys,
+                      preferred_element_type=jnp.float32) * scale
+  scores = jnp.where(visible_BxTxS[:, None, None], scores, -1e30)
+  probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+  out = jnp.einsum("bgrts,bsgd->btgrd", probs, values)
+  return out.reshape(b, t, g * r * dh)
+
+
+def finish_layer(c: ModelConfig, dt, lp: dict[str, jax.Array],
+                 h_BxTxD: jax.Array, attn_BxTxHDh: jax.Array) -> jax.Array:
+  """Output projection, residual, and the SwiGLU MLP block of one layer."""
+  h = h_BxTxD + attn_BxTxHDh @ lp["wo"].astype(dt)
+  x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
+  gate = jax.nn.silu(x @ lp["w_gate"].astype(dt))
+  return h + (gate * (x @ lp["w_up"].astype(dt))) @ lp["w_down"].astype(dt)
+
+
 def _param(rngs: nnx.Rngs | None, shape, axes, dtype, *, std=None, ones=False):
   if ones:
     value = jnp.ones(shape, dtype)
@@ -144,8 +210,6 @@ class Decoder(nnx.Module):
     dt = self.dtype
     b, t = tokens_BxT.shape
     inv_freq = rope_inverse_frequencies(c)
-    groups = c.num_heads // c.num_kv_heads
-    scale = c.head_dim ** -0.5
     h = self.embed[...].astype(dt)[tokens_BxT]
     if cache is None:
       key_pos_BxS = positions_BxT
@@ -157,21 +221,7 @@ class Decoder(nnx.Module):
     def layer(carry, xs):
       h, cache_k, cache_v = carry
       lp, index = xs
-      x = rms_norm(h, lp["attn_norm"], c.rms_norm_eps)
-      q = x @ lp["wq"].astype(dt)
-      k = x @ lp["wk"].astype(dt)
-      v = x @ lp["wv"].astype(dt)
-      if c.attention_bias:
-        q, k, v = (q + lp["bq"].astype(dt), k + lp["bk"].astype(dt),
-                   v + lp["bv"].astype(dt))
-      q = q.reshape(b, t, c.num_heads, c.head_dim)
-      k = k.reshape(b, t, c.num_kv_heads, c.head_dim)
-      v = v.reshape(b, t, c.num_kv_heads, c.head_dim)
-      if c.qk_norm:
-        q = rms_norm(q, lp["q_norm"], c.rms_norm_eps)
-        k = rms_norm(k, lp["k_norm"], c.rms_norm_eps)
-      q = apply_rope(q, positions_BxT, inv_freq)
-      k = apply_rope(k, positions_BxT, inv_freq)
+      q, k, v = project_qkv(c, dt, lp, h, positions_BxT, inv_freq)
       if cache_k is None:
         keys, values = k, v
       else:
@@ -179,18 +229,9 @@ class Decoder(nnx.Module):
             k.astype(cache_k.dtype), mode="drop")
         cache_v = cache_v.at[index, rows_B, positions_BxT].set(
             v.astype(cache_v.dtype), mode="drop")
-        keys, values = cache_k[index].astype(dt), cache_v[index].astype(dt)
-      q = q.reshape(b, t, c.num_kv_heads, groups, c.head_dim)
-      scores = jnp.einsum("btgrd,bsgd->bgrts", q, keys,
-                          preferred_element_type=jnp.float32) * scale
-      scores = jnp.where(visible_BxTxS[:, None, None], scores, -1e30)
-      probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-      attn = jnp.einsum("bgrts,bsgd->btgrd", probs, values)
-      h = h + attn.reshape(b, t, -1) @ lp["wo"].astype(dt)
-      x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
-      gate = jax.nn.silu(x @ lp["w_gate"].astype(dt))
-      h = h + (gate * (x @ lp["w_up"].astype(dt))) @ lp["w_down"].astype(dt)
-      return (h, cache_k, cache_v), None
+        keys, values = cache_k[index], cache_v[index]
+      attn = attention(q, keys, values, visible_BxTxS, dt)
+      return (finish_layer(c, dt, lp, h, attn), cache_k, cache_v), None
 
     ck, cv = (None, None) if cache is None else (cache.k, cache.v)
     (h, ck, cv), _ = jax.lax.scan(

@@ -5,8 +5,9 @@ right for training but costly for decoding on CPU: XLA copies each layer's
 weight slice out of the stack before every matmul, tripling the weight
 memory traffic of a step whose cost is reading the weights. Here the layers
 are unrolled over separate per-layer arrays (split once per weight update),
-so each matmul reads its weights in place. The math is the decoder's, with
-its own helpers (RMSNorm, RoPE); tests check it against `Decoder.__call__`.
+so each matmul reads its weights in place. The per-layer math is the
+decoder's own (`project_qkv`, `attention`, `finish_layer`); tests check the
+result against `Decoder.__call__`.
 
 Shape letters: B batch, T new tokens, W window slots, D width, V vocab, G
 key/value heads, Dh head width, L layers.
@@ -20,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from mgrpo_jax.models.config import ModelConfig
-from mgrpo_jax.models.decoder import (Decoder, apply_rope, rms_norm,
+from mgrpo_jax.models.decoder import (Decoder, attention, finish_layer,
+                                      project_qkv, rms_norm,
                                       rope_inverse_frequencies)
 
 
@@ -73,71 +75,22 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
   b, t = tokens_BxT.shape
   slots = window.k[0].shape[1]
   inv_freq = rope_inverse_frequencies(c)
-  groups = c.num_heads // c.num_kv_heads
-  scale = c.head_dim ** -0.5
   h = weights.embed.astype(dt)[tokens_BxT]
   visible_BxTxS = jnp.arange(slots)[None, None, :] <= positions_BxT[:, :, None]
   rows_B = jnp.arange(b)[:, None]
   new_k, new_v = [], []
   for lp, cache_k, cache_v in zip(weights.layers, window.k, window.v):
-    x = rms_norm(h, lp["attn_norm"], c.rms_norm_eps)
-    q = x @ lp["wq"].astype(dt)
-    k = x @ lp["wk"].astype(dt)
-    v = x @ lp["wv"].astype(dt)
-    if c.attention_bias:
-      q, k, v = (q + lp["bq"].astype(dt), k + lp["bk"].astype(dt),
-                 v + lp["bv"].astype(dt))
-    q = q.reshape(b, t, c.num_heads, c.head_dim)
-    k = k.reshape(b, t, c.num_kv_heads, c.head_dim)
-    v = v.reshape(b, t, c.num_kv_heads, c.head_dim)
-    if c.qk_norm:
-      q = rms_norm(q, lp["q_norm"], c.rms_norm_eps)
-      k = rms_norm(k, lp["k_norm"], c.rms_norm_eps)
-    q = apply_rope(q, positions_BxT, inv_freq)
-    k = apply_rope(k, positions_BxT, inv_freq)
+    q, k, v = project_qkv(c, dt, lp, h, positions_BxT, inv_freq)
     cache_k = cache_k.at[rows_B, positions_BxT].set(k.astype(cache_k.dtype),
                                                     mode="drop")
     cache_v = cache_v.at[rows_B, positions_BxT].set(v.astype(cache_v.dtype),
                                                     mode="drop")
     new_k.append(cache_k)
     new_v.append(cache_v)
-    q = q.reshape(b, t, c.num_kv_heads, groups, c.head_dim)
-    if t == 1:
-      attn = _single_query_attention(q[:, 0], cache_k, cache_v,
-                                     visible_BxTxS[:, 0], scale, dt)
-    else:
-      scores = jnp.einsum("btgrd,bsgd->bgrts", q, cache_k.astype(dt),
-                          preferred_element_type=jnp.float32) * scale
-      scores = jnp.where(visible_BxTxS[:, None, None], scores, -1e30)
-      probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-      attn = jnp.einsum("bgrts,bsgd->btgrd", probs, cache_v.astype(dt))
-    h = h + attn.reshape(b, t, -1) @ lp["wo"].astype(dt)
-    x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
-    gate = jax.nn.silu(x @ lp["w_gate"].astype(dt))
-    h = h + (gate * (x @ lp["w_up"].astype(dt))) @ lp["w_down"].astype(dt)
+    attn = attention(q, cache_k, cache_v, visible_BxTxS, dt)
+    h = finish_layer(c, dt, lp, h, attn)
   h = rms_norm(h, weights.final_norm, c.rms_norm_eps)
   return h, Window(tuple(new_k), tuple(new_v))
-
-
-def _single_query_attention(q_BxGxRxDh: jax.Array, keys_BxWxGxDh: jax.Array,
-                            values_BxWxGxDh: jax.Array,
-                            visible_BxW: jax.Array, scale: float,
-                            dtype) -> jax.Array:
-  """Attention of one query per row over the window: [B, G, R, Dh].
-
-  Written as broadcast multiply + reduce rather than a batched matmul: with
-  a single query, XLA's CPU batched dot transposes the keys and values of
-  every layer first, which made attention ~3x slower at batch 32.
-  """
-  q = q_BxGxRxDh.astype(jnp.float32)
-  scores_BxWxGxR = jnp.sum(
-      q[:, None] * keys_BxWxGxDh.astype(jnp.float32)[:, :, :, None, :],
-      axis=-1) * scale
-  scores_BxWxGxR = jnp.where(visible_BxW[:, :, None, None], scores_BxWxGxR,
-                             -1e30)
-  probs = jax.nn.softmax(scores_BxWxGxR, axis=1).astype(dtype)
-  values = values_BxWxGxDh.astype(dtype)[:, :, :, None]
-  return jnp.sum(probs[..., None] * values, axis=1)
 
 
 def logits(dtype, weights: Weights, h_BxD: jax.Array) -> jax.Array:
