@@ -1,0 +1,157 @@
+"""Speed of our sampler and train step against PyTorch, in one run.
+
+  python -m mgrpo_jax.bench.speed [--batches=8,32] [--json=runs/speed.json]
+
+Both sides use the default model (SmolLM2-135M-Instruct, float32, the same
+weights: transformers reads our converted cache directory) on this machine's
+CPU. Generation: the same random prompts of --prompt_len tokens, exactly
+--new_tokens sampled tokens per row (temperature 1, no top-k / top-p on
+either side), ours through `sampling.Engine`, theirs through `generate`.
+Training: one forward + backward of a next-token loss over a [B, T] batch.
+Compilation and warm-up are excluded and reported separately. torch and
+transformers' PyTorch path are benchmark-only dependencies (the test extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import statistics
+import time
+
+import jax
+import numpy as np
+from absl import app
+from absl import flags
+from absl import logging
+
+from mgrpo_jax.bench import train_step
+from mgrpo_jax.models import loading
+from mgrpo_jax.sampling import Engine, SamplingParams
+
+_BATCHES = flags.DEFINE_list("batches", ["8", "32"], "Generation batch sizes.")
+_PROMPT_LEN = flags.DEFINE_integer("prompt_len", 128, "Prompt tokens per row.")
+_NEW_TOKENS = flags.DEFINE_integer("new_tokens", 128, "New tokens per row.")
+_REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per measurement "
+                                "(the median is reported).")
+_TRAIN_SHAPE = flags.DEFINE_list("train_shape", ["4", "128"],
+                                 "Train step batch B and length T.")
+_JSON = flags.DEFINE_string("json", "runs/bench_speed.json",
+                            "Where to write the results as JSON.")
+_MODEL = flags.DEFINE_string("model", "smollm2-135m-instruct",
+                             "Model name or Hugging Face directory.")
+
+
+def machine() -> str:
+  return (f"{platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, {platform.system()}")
+
+
+def _median_seconds(fn, repeats: int) -> float:
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def ours_generate(engine: Engine, prompts: list[list[int]], new_tokens: int,
+                  repeats: int) -> dict[str, float]:
+  params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
+  start = time.perf_counter()
+  out = engine.generate(prompts, params, jax.random.key(0))  # compiles
+  warmup = time.perf_counter() - start
+  assert all(len(r.tokens) == new_tokens for r in out)
+  seconds = _median_seconds(
+      lambda: engine.generate(prompts, params, jax.random.key(1)), repeats)
+  return {"seconds": seconds, "warmup_seconds": warmup,
+          "tokens_per_second": len(prompts) * new_tokens / seconds}
+
+
+def torch_generate(hf_model, prompts: list[list[int]], new_tokens: int,
+                   repeats: int) -> dict[str, float]:
+  import torch  # benchmark-only dependency
+
+  ids = torch.tensor(prompts, dtype=torch.long)
+  mask = torch.ones_like(ids)
+
+  def run():
+    with torch.no_grad():
+      out = hf_model.generate(
+          input_ids=ids, attention_mask=mask, do_sample=True,
+          temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
+          min_new_tokens=new_tokens, pad_token_id=0)
+    assert out.shape[1] == ids.shape[1] + new_tokens
+
+  start = time.perf_counter()
+  run()
+  warmup = time.perf_counter() - start
+  seconds = _median_seconds(run, repeats)
+  return {"seconds": seconds, "warmup_seconds": warmup,
+          "tokens_per_second": len(prompts) * new_tokens / seconds}
+
+
+def main(argv):
+  del argv
+  import torch  # benchmark-only dependency
+  import transformers
+
+  model, tokenizer = loading.load_model(_MODEL.value)
+  hf_dir = (loading.converted_checkpoint(_MODEL.value)
+            if _MODEL.value in loading.REGISTRY else _MODEL.value)
+  hf_model = transformers.AutoModelForCausalLM.from_pretrained(
+      hf_dir, dtype=torch.float32)
+  hf_model.eval()
+  rng = np.random.default_rng(0)
+  low = 32  # skip special tokens at the start of the vocabulary
+  results = {"machine": machine(), "jax": jax.__version__,
+             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+             "model": _MODEL.value, "generate": [], "train_step": None}
+  for batch in map(int, _BATCHES.value):
+    prompts = rng.integers(low, model.config.vocab_size,
+                           (batch, _PROMPT_LEN.value)).tolist()
+    cache_len = _PROMPT_LEN.value + _NEW_TOKENS.value
+    engine = Engine(model, max_conversations=batch, cache_len=cache_len)
+    ours = ours_generate(engine, prompts, _NEW_TOKENS.value, _REPEATS.value)
+    del engine
+    theirs = torch_generate(hf_model, prompts, _NEW_TOKENS.value,
+                            _REPEATS.value)
+    row = {"batch": batch, "ours": ours, "torch": theirs,
+           "speedup": ours["tokens_per_second"] / theirs["tokens_per_second"]}
+    logging.info("generate batch %d: %s", batch, row)
+    results["generate"].append(row)
+  b, t = map(int, _TRAIN_SHAPE.value)
+  tokens = rng.integers(low, model.config.vocab_size, (b, t + 1))
+  ours = train_step.jax_train_step_seconds(model, tokens, _REPEATS.value + 1)
+  theirs = train_step.torch_train_step_seconds(hf_model, tokens,
+                                               _REPEATS.value + 1)
+  results["train_step"] = {"batch": b, "length": t, "ours": ours,
+                           "torch": theirs,
+                           "speedup": theirs["seconds"] / ours["seconds"]}
+
+  lines = [f"machine: {results['machine']}; jax {results['jax']}, torch "
+           f"{results['torch']} ({results['torch_threads']} threads)",
+           "| measurement | ours | PyTorch | ours / PyTorch |",
+           "|---|---|---|---|"]
+  for row in results["generate"]:
+    lines.append(
+        f"| generate, batch {row['batch']}, {_PROMPT_LEN.value} prompt + "
+        f"{_NEW_TOKENS.value} new tokens (tokens/s) | "
+        f"{row['ours']['tokens_per_second']:.1f} | "
+        f"{row['torch']['tokens_per_second']:.1f} | {row['speedup']:.2f}x |")
+  ts = results["train_step"]
+  lines.append(f"| train step fwd+bwd, [{b}, {t}] (seconds) | "
+               f"{ts['ours']['seconds']:.2f} | {ts['torch']['seconds']:.2f} | "
+               f"{ts['speedup']:.2f}x faster |")
+  print("\n".join(lines))
+  path = pathlib.Path(_JSON.value)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(results, indent=1))
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

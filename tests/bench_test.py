@@ -1,0 +1,29 @@
+"""The benchmark's two train steps compute the same loss on the same weights
+(so the speed table compares like with like)."""
+
+import numpy as np
+import pytest
+
+from mgrpo_jax.bench import train_step
+from mgrpo_jax.models import (ModelConfig, init_model, load_model,
+                              save_hf_checkpoint)
+from model_test_utils import tiny_tokenizer
+
+
+def test_jax_and_torch_steps_run_on_the_same_checkpoint(tmp_path):
+  pytest.importorskip("torch", reason="torch (test extra, Python 3.11 "
+                              "only) runs the PyTorch side of the benchmark")
+  transformers = pytest.importorskip("transformers")
+  config = ModelConfig(family="llama", vocab_size=64, hidden_size=32,
+                       intermediate_size=48, num_layers=2, num_heads=4,
+                       num_kv_heads=2, head_dim=8, rope_theta=1e4,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True)
+  model = init_model(config, seed=0)
+  save_hf_checkpoint(model, tiny_tokenizer(), tmp_path)
+  hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+  tokens = np.random.default_rng(0).integers(0, 64, (2, 9))
+  ours = train_step.jax_train_step_seconds(load_model(tmp_path)[0], tokens, 1)
+  theirs = train_step.torch_train_step_seconds(hf, tokens, 1)
+  assert ours["seconds"] > 0 and ours["compile_seconds"] > 0
+  assert theirs["seconds"] > 0
+  assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
