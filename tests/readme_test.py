@@ -37,3 +37,10 @@ def test_quickstart_commands_exist():
   for command in commands[:2]:
     assert (root / command).is_file()
   assert "launch/test.sh" in (root / ".ci" / "run").read_text()
+
+
+def test_models_usage_snippet_runs(capsys):
+  exec(compile(snippet("models-usage"), "README.md:models-usage", "exec"), {})
+  first, second = capsys.readouterr().out.strip().split("\n")[-2:]
+  assert first == "The capital of France is Paris.<|im_end|>"
+  assert "Rome" in second and second.endswith("<|im_end|>")
