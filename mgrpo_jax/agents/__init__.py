@@ -1,0 +1,1 @@
+"""Deep-research agents: chat protocol, tools, rollouts (in progress)."""
