@@ -10,6 +10,7 @@ _HERE = pathlib.Path(__file__).parent
 # jax 0.10.x, Python 3.12 resolves jax 0.12.x; both run the test suite.
 INSTALL_REQUIRES = [
     "absl-py>=2.1,<3",
+    "bm25s>=0.3.16,<0.4",  # BM25 search over local corpora (agents/tools)
     "chex>=0.1.92,<0.2",
     "flax>=0.12.8,<0.13",
     "gguf>=0.19,<0.20",  # reading llama.cpp GGUF files (models/gguf_checkpoint)

@@ -1,0 +1,181 @@
+"""Tools the agents call, over a local corpus, behind a registry users extend.
+
+  search(query, k)    BM25 (bm25s) over the corpus: ids, titles, snippets.
+  visit(page, goal)   the page's text cut to a budget, the passages that share
+                      the most words with `goal` first.
+
+`SearchBackend` is the interface a real web-search backend implements (search
+and fetch); `LocalCorpus` is the offline one. A tool never raises on what an
+agent wrote: a bad page id or an empty query comes back as text the agent
+reads. Bad corpora (empty, duplicate ids) raise when the corpus is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import bm25s
+import numpy as np
+
+from mgrpo_jax.agents.protocol import ToolSpec
+
+_WORD = re.compile(r"\w+")
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from has in is it its of on or that the to "
+    "was were will with what which who whom whose when where why how".split())
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+  """One page of a corpus."""
+  doc_id: str
+  title: str
+  text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchHit:
+  doc_id: str
+  title: str
+  snippet: str
+  score: float
+
+
+class SearchBackend(Protocol):
+  """What `search` and `visit` need: implement it for a live web backend."""
+
+  def search(self, query: str, k: int) -> list[SearchHit]:
+    """The k best pages for `query`, best first (fewer if fewer match)."""
+
+  def fetch(self, doc_id: str) -> Document | None:
+    """The page with this id, or None when there is none."""
+
+
+def _words(text: str) -> list[str]:
+  return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+
+
+class LocalCorpus:
+  """A BM25 index over documents held in memory."""
+
+  def __init__(self, documents: Sequence[Document], *, source: str = "corpus",
+               snippet_chars: int = 200):
+    if not documents:
+      raise ValueError(f"{source}: the corpus is empty; search needs at least "
+                       "one document.")
+    ids = [d.doc_id for d in documents]
+    seen: set[str] = set()
+    for i, doc_id in enumerate(ids):
+      if doc_id in seen:
+        raise ValueError(f"{source}: document {i} repeats the id {doc_id!r}; "
+                         "ids must be unique.")
+      seen.add(doc_id)
+    self.documents = list(documents)
+    self._by_id = {d.doc_id: d for d in self.documents}
+    self.snippet_chars = snippet_chars
+    self._index = bm25s.BM25()
+    self._index.index(
+        [_words(f"{d.title} {d.text}") or ["<empty>"] for d in self.documents],
+        show_progress=False)
+
+  def search(self, query: str, k: int) -> list[SearchHit]:
+    words = _words(query)
+    if not words:
+      return []
+    k = max(1, min(int(k), len(self.documents)))
+    ids, scores = self._index.retrieve([words], k=k, show_progress=False)
+    hits = []
+    for i, score in zip(ids[0], scores[0]):
+      if score <= 0:
+        continue
+      doc = self.documents[int(i)]
+      hits.append(SearchHit(doc.doc_id, doc.title,
+                            doc.text[:self.snippet_chars], float(score)))
+    return hits
+
+  def fetch(self, doc_id: str) -> Document | None:
+    return self._by_id.get(doc_id)
+
+
+def _passages(text: str) -> list[str]:
+  parts = [p.strip() for p in re.split(r"\n\s*\n|(?<=[.!?])\s+", text)]
+  return [p for p in parts if p]
+
+
+def visit_text(doc: Document, goal: str, budget_chars: int) -> str:
+  """The page cut to `budget_chars`: passages sharing most words with the
+  goal first (ties keep page order), then the rest in page order."""
+  goal_words = set(_words(goal))
+  passages = _passages(doc.text)
+  overlap = [len(goal_words & set(_words(p))) for p in passages]
+  order = sorted(range(len(passages)), key=lambda i: (-overlap[i], i))
+  out, used = [], 0
+  for i in order:
+    if used + len(passages[i]) > budget_chars:
+      if not out:  # the best passage alone is too long: cut it
+        out.append(passages[i][:budget_chars])
+      break
+    out.append(passages[i])
+    used += len(passages[i]) + 1
+  return f"# {doc.title}\n" + "\n".join(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+  """A tool: its protocol spec and the function that runs it (-> text)."""
+  spec: ToolSpec
+  run: Callable[[Mapping[str, Any]], str]
+
+
+class ToolRegistry:
+  """Name -> Tool; `specs()` feeds the protocol parser."""
+
+  def __init__(self, tools: Sequence[Tool] = ()):
+    self._tools: dict[str, Tool] = {}
+    for tool in tools:
+      self.register(tool)
+
+  def register(self, tool: Tool) -> None:
+    if tool.spec.name in self._tools:
+      raise ValueError(f"tool {tool.spec.name!r} is already registered.")
+    self._tools[tool.spec.name] = tool
+
+  def specs(self) -> dict[str, ToolSpec]:
+    return {name: tool.spec for name, tool in self._tools.items()}
+
+  def run(self, name: str, arguments: Mapping[str, Any]) -> str:
+    """Runs a parsed call; an unknown name comes back as text, not a raise."""
+    tool = self._tools.get(name)
+    if tool is None:
+      return f"Error: unknown tool {name!r}; the tools are {sorted(self._tools)}."
+    return tool.run(arguments)
+
+
+def search_and_visit(backend: SearchBackend, *, default_k: int = 5,
+                     visit_budget_chars: int = 2000) -> list[Tool]:
+  """The sub-agent's `search` and `visit` tools over a backend."""
+
+  def search(arguments: Mapping[str, Any]) -> str:
+    hits = backend.search(arguments["query"],
+                          int(arguments.get("k", default_k)))
+    if not hits:
+      return "No results. Try other words."
+    return "\n".join(f"[{h.doc_id}] {h.title}: {h.snippet}" for h in hits)
+
+  def visit(arguments: Mapping[str, Any]) -> str:
+    doc = backend.fetch(arguments["page"])
+    if doc is None:
+      return (f"Error: no page {arguments['page']!r}; use an id in brackets "
+              "from a search result.")
+    return visit_text(doc, arguments["goal"], visit_budget_chars)
+
+  return [
+      Tool(ToolSpec("search", {"query": "string"}, {"k": "integer"},
+                    "Search the corpus; returns [id] title: snippet lines."),
+           search),
+      Tool(ToolSpec("visit", {"page": "string", "goal": "string"},
+                    description="Read a page, passages relevant to goal "
+                    "first."), visit),
+  ]
