@@ -141,6 +141,17 @@ def finish_layer(c: ModelConfig, dt, lp: dict[str, jax.Array],
   return h + (gate * (x @ lp["w_up"].astype(dt))) @ lp["w_down"].astype(dt)
 
 
+def layer_param_names(config: ModelConfig) -> tuple[str, ...]:
+  """Names of the per-layer (stacked [L, ...]) parameters of a decoder."""
+  names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
+           "w_down"]
+  if config.attention_bias:
+    names += ["bq", "bk", "bv"]
+  if config.qk_norm:
+    names += ["q_norm", "k_norm"]
+  return tuple(names)
+
+
 def _param(rngs: nnx.Rngs | None, shape, axes, dtype, *, std=None, ones=False):
   if ones:
     value = jnp.ones(shape, dtype)
@@ -185,13 +196,7 @@ class Decoder(nnx.Module):
       self.lm_head = p((D, c.vocab_size), ("embed", "vocab"), std=init_std)
 
   def _layer_params(self) -> dict[str, jax.Array]:
-    names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
-             "w_down"]
-    if self.config.attention_bias:
-      names += ["bq", "bk", "bv"]
-    if self.config.qk_norm:
-      names += ["q_norm", "k_norm"]
-    return {n: getattr(self, n)[...] for n in names}
+    return {n: getattr(self, n)[...] for n in layer_param_names(self.config)}
 
   def hidden_states(
       self,

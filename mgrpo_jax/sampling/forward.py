@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import (Decoder, attention, finish_layer,
-                                      project_qkv, rms_norm,
+                                      layer_param_names, project_qkv, rms_norm,
                                       rope_inverse_frequencies)
 
 
@@ -40,21 +40,10 @@ class Window(NamedTuple):
   v: tuple[jax.Array, ...]
 
 
-def layer_names(config: ModelConfig) -> tuple[str, ...]:
-  """Names of the stacked per-layer parameters of a decoder."""
-  names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
-           "w_down"]
-  if config.attention_bias:
-    names += ["bq", "bk", "bv"]
-  if config.qk_norm:
-    names += ["q_norm", "k_norm"]
-  return tuple(names)
-
-
 def split_weights(model: Decoder) -> Weights:
   """Per-layer copies of the model's weights (jitted, once per update)."""
   c = model.config
-  stacked = {n: getattr(model, n)[...] for n in layer_names(c)}
+  stacked = {n: getattr(model, n)[...] for n in layer_param_names(c)}
   layers = tuple({n: w[i] for n, w in stacked.items()}
                  for i in range(c.num_layers))
   lm_head = None if c.tie_word_embeddings else model.lm_head[...]
