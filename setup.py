@@ -10,10 +10,12 @@ _HERE = pathlib.Path(__file__).parent
 # jax 0.10.x, Python 3.12 resolves jax 0.12.x; both run the test suite.
 INSTALL_REQUIRES = [
     "absl-py>=2.1,<3",
+    "array-record>=0.8.6,<0.9",  # tfds array_record files (data/world_builder)
     "bm25s>=0.3.16,<0.4",  # BM25 search over local corpora (agents/tools)
     "chex>=0.1.92,<0.2",
     "flax>=0.12.8,<0.13",
     "gguf>=0.19,<0.20",  # reading llama.cpp GGUF files (models/gguf_checkpoint)
+    "importlib_resources>=7.1,<8",  # tfds builders defined inside a package
     "jax>=0.10.2,<0.13",
     "jinja2>=3.1.6,<4",  # chat templates (models/tokenizer)
     "ml-collections>=1.1,<2",
@@ -24,6 +26,7 @@ INSTALL_REQUIRES = [
     "safetensors>=0.8,<0.9",
     "tensorflow-datasets>=4.9.10,<5",
     "tokenizers>=0.23.3,<0.24",
+    "tqdm>=4.67,<5",  # progress bars (evaluate, training)
     "transformers>=5.24,<6",
 ]
 

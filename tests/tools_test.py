@@ -20,7 +20,7 @@ DOCS = [
 def bm25_reference(query, docs, k1=1.5, b=0.75):
   """BM25 as Lucene scores it (idf log(1 + (N - df + .5) / (df + .5)), no
   (k1 + 1) factor), by hand."""
-  from mgrpo_jax.agents.tools import _words
+  from mgrpo_jax.data.corpus import words as _words
   texts = [_words(f"{d.title} {d.text}") for d in docs]
   avg = np.mean([len(t) for t in texts])
   n = len(texts)

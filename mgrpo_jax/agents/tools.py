@@ -16,31 +16,11 @@ import dataclasses
 import re
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-import bm25s
-import numpy as np
-
 from mgrpo_jax.agents.protocol import ToolSpec
+from mgrpo_jax.data.corpus import Document, LocalCorpus, SearchHit, words
 
-_WORD = re.compile(r"\w+")
-_STOPWORDS = frozenset(
-    "a an and are as at be by for from has in is it its of on or that the to "
-    "was were will with what which who whom whose when where why how".split())
-
-
-@dataclasses.dataclass(frozen=True)
-class Document:
-  """One page of a corpus."""
-  doc_id: str
-  title: str
-  text: str
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchHit:
-  doc_id: str
-  title: str
-  snippet: str
-  score: float
+__all__ = ["Document", "LocalCorpus", "SearchBackend", "SearchHit", "Tool",
+           "ToolRegistry", "search_and_visit", "visit_text"]
 
 
 class SearchBackend(Protocol):
@@ -53,52 +33,6 @@ class SearchBackend(Protocol):
     """The page with this id, or None when there is none."""
 
 
-def _words(text: str) -> list[str]:
-  return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
-
-
-class LocalCorpus:
-  """A BM25 index over documents held in memory."""
-
-  def __init__(self, documents: Sequence[Document], *, source: str = "corpus",
-               snippet_chars: int = 200):
-    if not documents:
-      raise ValueError(f"{source}: the corpus is empty; search needs at least "
-                       "one document.")
-    ids = [d.doc_id for d in documents]
-    seen: set[str] = set()
-    for i, doc_id in enumerate(ids):
-      if doc_id in seen:
-        raise ValueError(f"{source}: document {i} repeats the id {doc_id!r}; "
-                         "ids must be unique.")
-      seen.add(doc_id)
-    self.documents = list(documents)
-    self._by_id = {d.doc_id: d for d in self.documents}
-    self.snippet_chars = snippet_chars
-    self._index = bm25s.BM25()
-    self._index.index(
-        [_words(f"{d.title} {d.text}") or ["<empty>"] for d in self.documents],
-        show_progress=False)
-
-  def search(self, query: str, k: int) -> list[SearchHit]:
-    words = _words(query)
-    if not words:
-      return []
-    k = max(1, min(int(k), len(self.documents)))
-    ids, scores = self._index.retrieve([words], k=k, show_progress=False)
-    hits = []
-    for i, score in zip(ids[0], scores[0]):
-      if score <= 0:
-        continue
-      doc = self.documents[int(i)]
-      hits.append(SearchHit(doc.doc_id, doc.title,
-                            doc.text[:self.snippet_chars], float(score)))
-    return hits
-
-  def fetch(self, doc_id: str) -> Document | None:
-    return self._by_id.get(doc_id)
-
-
 def _passages(text: str) -> list[str]:
   parts = [p.strip() for p in re.split(r"\n\s*\n|(?<=[.!?])\s+", text)]
   return [p for p in parts if p]
@@ -107,9 +41,9 @@ def _passages(text: str) -> list[str]:
 def visit_text(doc: Document, goal: str, budget_chars: int) -> str:
   """The page cut to `budget_chars`: passages sharing most words with the
   goal first (ties keep page order), then the rest in page order."""
-  goal_words = set(_words(goal))
+  goal_words = set(words(goal))
   passages = _passages(doc.text)
-  overlap = [len(goal_words & set(_words(p))) for p in passages]
+  overlap = [len(goal_words & set(words(p))) for p in passages]
   order = sorted(range(len(passages)), key=lambda i: (-overlap[i], i))
   out, used = [], 0
   for i in order:
