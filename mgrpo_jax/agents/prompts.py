@@ -1,0 +1,70 @@
+"""System prompts and controller messages of the agents.
+
+Every prompt spells out the protocol (`agents/protocol.py`): at most one
+tool call per turn as JSON inside <tool_call> tags, the final answer inside
+<answer> tags. The tool list is generated from the tools' specs, so a tool a
+user registers is described to the agent without editing a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mgrpo_jax.agents.protocol import (ANSWER_CLOSE, ANSWER_OPEN, ToolSpec,
+                                       render_tool_call)
+
+MAIN_ROLE = (
+    "You are the main agent of a research team. You answer the user's "
+    "question. You cannot search yourself: give one focused sub-task at a "
+    "time to a sub-agent with the delegate tool; it searches a document "
+    "collection and reports back. Break multi-step questions into steps and "
+    "delegate them one by one.")
+SUB_ROLE = (
+    "You are a research sub-agent. You get one task from the main agent. "
+    "Search the document collection, read the most relevant pages, and "
+    "finish with a short report of what you found (the answer to the task "
+    "first, then the evidence).")
+SINGLE_ROLE = (
+    "You are a research agent. Answer the user's question by searching a "
+    "document collection and reading pages.")
+REASONER_ROLE = (
+    "You solve the given problem by careful step-by-step reasoning and end "
+    "with the result.")
+
+ANSWER_NOW = ("You are about to run out of turns or context: give your final "
+              f"answer now, as {ANSWER_OPEN}...{ANSWER_CLOSE}.")
+
+
+def _describe(spec: ToolSpec) -> str:
+  args = [f"{name} ({kind})" for name, kind in spec.required.items()]
+  args += [f"{name} ({kind}, optional)" for name, kind in spec.optional.items()]
+  return f"- {spec.name}({', '.join(args)}): {spec.description}"
+
+
+def system_prompt(role: str, tools: Mapping[str, ToolSpec]) -> str:
+  """`role` followed by the protocol and the tool list."""
+  if not tools:
+    return role
+  example_spec = next(iter(tools.values()))
+  example = render_tool_call(
+      example_spec.name, {a: "..." for a in example_spec.required})
+  lines = [role, "", "Tools:"]
+  lines += [_describe(spec) for spec in tools.values()]
+  lines += [
+      "",
+      "Each turn: think briefly, then either call exactly one tool, e.g.",
+      example,
+      f"or give your final answer as {ANSWER_OPEN}answer{ANSWER_CLOSE}.",
+      "Tool results come back in the next message.",
+  ]
+  return "\n".join(lines)
+
+
+def tool_result(name: str, text: str) -> str:
+  """The message that carries a tool's output back to the agent."""
+  return f"<tool_response name=\"{name}\">\n{text}\n</tool_response>"
+
+
+def format_error(error: str) -> str:
+  """The message that tells the agent its turn broke the protocol."""
+  return f"Format error: {error}"
