@@ -43,8 +43,7 @@ class ChatRenderer:
     after = tokenizer.apply_chat_template(
         history + [{"role": tool_role, "content": _SENTINEL}],
         add_generation_prompt=True)
-    if closed.count(_SENTINEL) != 1 or not after.startswith(
-        closed[:closed.index(_SENTINEL)]):
+    if closed.count(_SENTINEL) != 1:
       raise ChatError("the chat template does not render an assistant "
                       "message's content verbatim; rollouts need it to.")
     # What closes an assistant turn (ChatML: "<|im_end|>\n").
