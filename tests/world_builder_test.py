@@ -1,0 +1,84 @@
+"""The world's tfds builders: prepared once as array_record, read back by
+random access equal to the generator's output, cached per config."""
+
+import dataclasses
+import pathlib
+
+import pytest
+
+from mgrpo_jax.data import world_builder
+from mgrpo_jax.data.world import SPLITS, WorldConfig, generate_world
+from mgrpo_jax.data.world_builder import (config_name, default_data_dir,
+                                          load_world, load_world_documents)
+
+SMALL = WorldConfig(num_entities=40, train_questions=16,
+                    validation_questions=6, test_questions=8, seed=7)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  return tmp_path_factory.mktemp("tfds")
+
+
+@pytest.fixture(scope="module")
+def loaded(data_dir):
+  return {split: load_world(split, config=SMALL, data_dir=data_dir)
+          for split in SPLITS}
+
+
+def test_round_trip_equals_the_generator(loaded):
+  world = generate_world(SMALL)
+  for split in SPLITS:
+    assert loaded[split] == world.task_set(split)
+    assert loaded[split].tasks[0].metadata == world.splits[split][0].metadata
+
+
+def test_files_are_array_record(loaded, data_dir):
+  del loaded
+  questions = data_dir / "synthetic_world" / config_name(SMALL)
+  corpus = data_dir / "synthetic_world_corpus" / config_name(SMALL)
+  for split in SPLITS:
+    assert list(questions.glob(f"*/synthetic_world-{split}.array_record-*"))
+  assert list(corpus.glob("*/synthetic_world_corpus-corpus.array_record-*"))
+
+
+def test_splits_are_disjoint(loaded):
+  questions = [{t.question for t in loaded[s].tasks} for s in SPLITS]
+  assert sum(map(len, questions)) == len(set().union(*questions))
+
+
+def test_prepared_worlds_are_read_not_regenerated(loaded, data_dir,
+                                                  monkeypatch):
+  def fail(config):
+    raise AssertionError(f"regenerated {config}")
+
+  monkeypatch.setattr(world_builder, "_world", fail)
+  assert load_world("test", config=SMALL, data_dir=data_dir) == loaded["test"]
+
+
+def test_same_seed_same_world_other_seed_other_world(loaded, data_dir):
+  other = dataclasses.replace(SMALL, seed=8)
+  assert config_name(other) != config_name(SMALL)
+  docs = load_world_documents(other, data_dir=data_dir)
+  assert docs == generate_world(other).documents
+  assert docs != loaded["test"].documents
+
+
+def test_bad_split_is_an_error(data_dir):
+  with pytest.raises(ValueError, match="split='dev': expected one of"):
+    load_world("dev", config=SMALL, data_dir=data_dir)
+
+
+def test_default_data_dir(monkeypatch, tmp_path):
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path))
+  assert default_data_dir() == tmp_path / "tfds"
+  assert default_data_dir(tmp_path / "x") == tmp_path / "x"
+  monkeypatch.delenv("MGRPO_JAX_CACHE")
+  assert default_data_dir() == (pathlib.Path("~/.cache/mgrpo_jax/tfds")
+                                .expanduser())
+
+
+def test_the_default_world(data_dir):
+  # The default config is the builders' listed one (tfds wants that object).
+  assert (load_world("validation", data_dir=data_dir)
+          == generate_world().task_set("validation"))
