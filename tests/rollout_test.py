@@ -244,6 +244,22 @@ def test_a_prompt_longer_than_the_context_budget(tok, corpus):
   assert rollout.main.finish == "context_limit" and not rollout.main.turns
 
 
+def test_first_turn_prefix_starts_the_protocol(tok, corpus):
+  prefix = '<tool_call>{"name": "delegate", "arguments": {"task": "'
+  def completes(text, turn):
+    assert text.endswith(prefix) == (turn == 0)
+    return 'part 0"}}</tool_call>' if turn == 0 else answer("done")
+  controller, main_policy, _ = team(tok, corpus, main_script=completes)
+  controller.main.first_turn_prefix = prefix
+  [[rollout]] = controller.run(tasks(0), group_size=1, key=KEY)
+  main = rollout.main
+  assert main.turns[0].text.startswith(prefix) and main.turns[0].format_ok
+  assert [s.instruction for s in rollout.subs] == ["part 0"]
+  assert tok.decode(main.tokens[:main.prompt_len]).endswith(prefix)
+  assert main.answer == "done" and main.format_ok
+  check_trajectory(main, main_policy)
+
+
 def test_bad_team_configurations(tok, corpus):
   policy = ScriptedPolicy(tok, main_script, max_conversations=1)
   main = Agent("main", policy, tok, "r", PARAMS,

@@ -95,6 +95,11 @@ class Agent:
   free_text: bool = False
   # True: one malformed turn anywhere makes the trajectory format_ok=False.
   strict_format: bool = True
+  # Text placed at the start of the agent's first turn, e.g.
+  # '<tool_call>{"name": "delegate", "arguments": {"task": "': a scaffold
+  # that lets an untrained model start the protocol. It is part of the
+  # prompt (loss mask 0); the turn is parsed as prefix + generated text.
+  first_turn_prefix: str = ""
 
   def __post_init__(self):
     for field in ("max_turns", "answer_reserve"):
@@ -245,6 +250,8 @@ class RolloutController:
       conv = queue.popleft()
       ids = self._renderers[name].prompt(agent.system_prompt(),
                                          conv.instruction)
+      if agent.first_turn_prefix:
+        ids = ids + agent.tokenizer.encode(agent.first_turn_prefix)
       conv.append(ids, generated=False)
       conv.prompt_len = len(ids)
       if len(ids) + agent.answer_reserve > agent.policy.cache_len:
@@ -263,6 +270,8 @@ class RolloutController:
       self._finish(conv, None, FINISH_CONTEXT)
       return
     text = _visible_text(agent.tokenizer, generated)
+    if not conv.turns:
+      text = agent.first_turn_prefix + text
     if agent.free_text:
       ok = result.finish_reason == "stop"
       conv.turns.append(TurnRecord(text, "answer", ok, len(generated)))
