@@ -1,0 +1,129 @@
+"""Builds the agent team a config describes: multi-agent or single-agent.
+
+  multi:   main agent (delegate [+ reason]) -> sub-agent (search, visit)
+  single:  one agent with search and visit itself (the single-agent GRPO
+           baseline)
+
+Each agent gets its own `sampling.Engine` (its own cache rows and weights),
+so each can later receive its own trained weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from mgrpo_jax.agents import prompts
+from mgrpo_jax.agents.rollout import (DELEGATE, REASON, Agent, Delegation,
+                                      RolloutController)
+from mgrpo_jax.agents.tools import SearchBackend, ToolRegistry, search_and_visit
+from mgrpo_jax.sampling.engine import Engine
+from mgrpo_jax.sampling.sampling_params import SamplingParams
+
+MODES = ("multi", "single")
+
+
+def check_agents_config(config: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming the field when a value is unusable."""
+  if config.mode not in MODES:
+    raise ValueError(f"config.agents.mode={config.mode!r}: expected one of "
+                     f"{list(MODES)}.")
+  for side in ("main", "sub"):
+    section = config[side]
+    for field in ("max_turns", "max_new_tokens", "context_tokens", "rows"):
+      value = section[field]
+      if not isinstance(value, int) or value < 1:
+        raise ValueError(f"config.agents.{side}.{field}={value!r}: expected "
+                         "a positive integer.")
+    if section.max_new_tokens + 2 * config.answer_reserve > (
+        section.context_tokens):
+      raise ValueError(
+          f"config.agents.{side}.context_tokens={section.context_tokens}: "
+          f"expected room for a turn (max_new_tokens="
+          f"{section.max_new_tokens}) and twice answer_reserve="
+          f"{config.answer_reserve}.")
+  for field in ("search_k", "visit_chars", "answer_reserve"):
+    if not isinstance(config[field], int) or config[field] < 1:
+      raise ValueError(f"config.agents.{field}={config[field]!r}: expected a "
+                       "positive integer.")
+  if not 0 <= config.temperature:
+    raise ValueError(f"config.agents.temperature={config.temperature!r}: "
+                     "expected a number >= 0 (0 = greedy).")
+
+
+def _engine(model: Any, section: ml_collections.ConfigDict) -> Engine:
+  return Engine(model, max_conversations=section.rows,
+                cache_len=section.context_tokens, chunk_steps=16)
+
+
+def _sampling(config: ml_collections.ConfigDict,
+              section: ml_collections.ConfigDict) -> SamplingParams:
+  return SamplingParams(temperature=config.temperature, top_p=config.top_p,
+                        top_k=config.top_k,
+                        max_new_tokens=section.max_new_tokens)
+
+
+def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
+               main_model: Any, main_tokenizer: Any, sub_model: Any = None,
+               sub_tokenizer: Any = None) -> RolloutController:
+  """The controller for `config` (the `agents` section of a run config)."""
+  check_agents_config(config)
+  search_tools = search_and_visit(backend, default_k=config.search_k,
+                                  visit_budget_chars=config.visit_chars)
+  main_engine = _engine(main_model, config.main)
+  common = dict(answer_reserve=config.answer_reserve,
+                strict_format=config.strict_format)
+  if config.mode == "single":
+    single = Agent("single", main_engine, main_tokenizer, prompts.SINGLE_ROLE,
+                   _sampling(config, config.main),
+                   tools=ToolRegistry(search_tools),
+                   max_turns=config.main.max_turns,
+                   first_turn_prefix=config.sub.first_turn_prefix, **common)
+    return RolloutController(single)
+  sub_model = main_model if sub_model is None else sub_model
+  sub_tokenizer = main_tokenizer if sub_tokenizer is None else sub_tokenizer
+  sub_engine = _engine(sub_model, config.sub)
+  delegations = [Delegation(DELEGATE, "sub")]
+  others = [Agent("sub", sub_engine, sub_tokenizer, prompts.SUB_ROLE,
+                  _sampling(config, config.sub),
+                  tools=ToolRegistry(search_tools),
+                  max_turns=config.sub.max_turns,
+                  first_turn_prefix=config.sub.first_turn_prefix, **common)]
+  if config.reason_tool:  # The reasoner runs on the sub-agent's model.
+    delegations.append(Delegation(REASON, "reasoner"))
+    others.append(Agent("reasoner", sub_engine, sub_tokenizer,
+                        prompts.REASONER_ROLE, _sampling(config, config.sub),
+                        max_turns=1, free_text=True, **common))
+  main = Agent("main", main_engine, main_tokenizer, prompts.MAIN_ROLE,
+               _sampling(config, config.main), delegations=delegations,
+               max_turns=config.main.max_turns,
+               first_turn_prefix=config.main.first_turn_prefix, **common)
+  return RolloutController(main, others)
+
+
+def agents_config() -> ml_collections.ConfigDict:
+  """The default `agents` section (configs/*.py start from it)."""
+  c = ml_collections.ConfigDict()
+  c.mode = "multi"  # "multi": main delegates to a sub-agent; "single": one agent searches.
+  c.reason_tool = False  # Give the main agent reason(problem), run on the sub-agent's model.
+  c.temperature = 1.0  # Sampling temperature of every agent (0 = greedy).
+  c.top_p = 1.0  # Nucleus sampling threshold (1 = off).
+  c.top_k = 0  # Top-k sampling (0 = off).
+  c.strict_format = True  # One malformed turn makes a trajectory a format failure.
+  c.answer_reserve = 64  # Context ids kept free for a final answer.
+  c.search_k = 3  # Results per search call when the agent gives no k.
+  c.visit_chars = 1200  # Characters of page text a visit returns.
+  c.main = ml_collections.ConfigDict()
+  c.main.max_turns = 6  # Main-agent turns before it must have answered.
+  c.main.max_new_tokens = 192  # Tokens per main-agent turn.
+  c.main.context_tokens = 4096  # Main-agent context budget (its cache length).
+  c.main.rows = 32  # Main conversations live at once (its sampler's batch).
+  c.main.first_turn_prefix = ""  # Text the first turn starts with (a scaffold for untrained models).
+  c.sub = ml_collections.ConfigDict()
+  c.sub.max_turns = 5  # Sub-agent turns before it must have reported.
+  c.sub.max_new_tokens = 160  # Tokens per sub-agent turn.
+  c.sub.context_tokens = 4096  # Sub-agent context budget (its cache length).
+  c.sub.rows = 32  # Sub-agent conversations live at once.
+  c.sub.first_turn_prefix = ""  # Same for the sub-agent (and the single agent, which searches).
+  return c

@@ -1,0 +1,191 @@
+"""Evaluates an agent team: `python -m mgrpo_jax.evaluate --config ...`.
+
+  python -m mgrpo_jax.evaluate --config configs/evaluate.py \
+      [--checkpoint MODEL] [--sub_checkpoint MODEL] \
+      [--data synthetic | FILE] [--format FORMAT] [--corpus CORPUS.jsonl] \
+      [--output_dir DIR]
+
+Rolls out every question K times (`config.eval.rollouts`) with the team of
+`config.agents`, scores the rollouts, and writes to the output directory:
+  transcripts.jsonl  one line per rollout as it finishes: the question, gold
+                     answers, correctness and the main agent's turns with
+                     each delegated sub-agent conversation nested inside
+  metrics.json       pass@1, avg@k, pass@k, format rate, sub-agent calls and
+                     tokens, overall and by level / hops (agents/report.py)
+A progress bar counts finished rollouts. MODEL is a registered name, a
+checkpoint directory or a .gguf file (default: `config.model`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+from absl import app
+from absl import flags
+from absl import logging
+import jax
+import ml_collections
+from ml_collections import config_flags
+import tqdm
+
+from mgrpo_jax.agents import report
+from mgrpo_jax.agents.rewards import (RuleExpert, is_correct,
+                                      score_rollouts)
+from mgrpo_jax.agents.team import build_team
+from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.data.corpus import LocalCorpus
+from mgrpo_jax.data.loading import load_corpus, load_tasks
+from mgrpo_jax.data.world import WorldConfig
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Path to a config file with get_config() "
+    "(e.g. configs/evaluate.py).", lock_config=True)
+_DATA = flags.DEFINE_string("data", "synthetic",
+                            "'synthetic' (the generated world, split from "
+                            "config.eval.split) or a benchmark file.")
+_FORMAT = flags.DEFINE_string("format", None,
+                              "File format when detection is not wanted: "
+                              "gaia, webwalkerqa, xbench, hotpotqa, musique.")
+_CORPUS = flags.DEFINE_string("corpus", None,
+                              "JSONL corpus ({id, title, text} per line) for "
+                              "data that carries no documents (GAIA, ...).")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None,
+                                  "Main agent's model (default config.model).")
+_SUB_CHECKPOINT = flags.DEFINE_string(
+    "sub_checkpoint", None, "Sub-agent's model (default: config.sub_model, "
+    "else the main agent's).")
+_OUTPUT_DIR = flags.DEFINE_string(
+    "output_dir", None, "Where transcripts and metrics go (default "
+    "eval_runs/<data>-<time>); must not already hold transcripts.")
+
+
+def config_from_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
+  """`get_config()` of a config file (what --config reads)."""
+  spec = importlib.util.spec_from_file_location("_mgrpo_config", path)
+  if spec is None or not pathlib.Path(path).is_file():
+    raise ValueError(f"config file {str(path)!r} does not exist.")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def world_config(config: ml_collections.ConfigDict) -> WorldConfig:
+  return WorldConfig(**config.world.to_dict())
+
+
+def _load_models(config, checkpoint, sub_checkpoint):
+  from mgrpo_jax.models.loading import load_model  # jax-heavy: load late
+  main_name = checkpoint or config.model
+  main_model, main_tok = load_model(main_name)
+  sub_name = sub_checkpoint or config.sub_model or main_name
+  if config.agents.mode == "single" or sub_name == main_name:
+    return main_model, main_tok, None, None
+  sub_model, sub_tok = load_model(sub_name)
+  return main_model, main_tok, sub_model, sub_tok
+
+
+def _output_dir(path: str | None, data: str) -> pathlib.Path:
+  if path is None:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = os.path.join("eval_runs",
+                        f"{pathlib.Path(str(data)).stem}-{stamp}")
+  out = pathlib.Path(path)
+  if (out / "transcripts.jsonl").exists():
+    raise ValueError(f"--output_dir={str(out)!r} already holds "
+                     "transcripts.jsonl; choose a new directory (nothing is "
+                     "overwritten).")
+  out.mkdir(parents=True, exist_ok=True)
+  return out
+
+
+def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
+             data_format: str | None = None, corpus: str | None = None,
+             checkpoint: str | None = None,
+             sub_checkpoint: str | None = None,
+             output_dir: str | None = None,
+             progress: bool = True) -> dict[str, Any]:
+  """Runs the evaluation described in the module docstring; returns metrics."""
+  k = config.eval.rollouts
+  if not isinstance(k, int) or k < 1:
+    raise ValueError(f"config.eval.rollouts={k!r}: expected a positive "
+                     "integer (rollouts per question).")
+  limit = config.eval.limit or None
+  taskset = load_tasks(data, split=config.eval.split, format=data_format,
+                       limit=limit, world=world_config(config))
+  documents = load_corpus(corpus) if corpus else taskset.documents
+  if not documents:
+    raise ValueError(f"--data={data!r} carries no documents to search; pass "
+                     "--corpus with a JSONL corpus ({id, title, text} per "
+                     "line).")
+  backend = LocalCorpus(documents, source=str(corpus or data))
+  out = _output_dir(output_dir, data)
+  main_model, main_tok, sub_model, sub_tok = _load_models(
+      config, checkpoint, sub_checkpoint)
+  controller = build_team(config.agents, backend, main_model=main_model,
+                          main_tokenizer=main_tok, sub_model=sub_model,
+                          sub_tokenizer=sub_tok)
+  tasks = list(taskset.tasks)
+  bar = tqdm.tqdm(total=len(tasks) * k, unit="rollout", disable=not progress,
+                  file=sys.stderr, desc=f"evaluate {taskset.name}")
+  start = time.perf_counter()
+  with open(out / "transcripts.jsonl", "w", encoding="utf-8") as f:
+
+    def write(rollout):
+      task = tasks[rollout.main.question_index]
+      line = {"task_id": task.task_id, "question": task.question,
+              "answers": list(task.answers), "level": task.level,
+              "hops": task.hops, "rollout": rollout.main.rollout_index,
+              "correct": is_correct(rollout.main.answer, task),
+              "transcript": rollout.to_json()}
+      f.write(json.dumps(line, ensure_ascii=False) + "\n")
+      f.flush()
+      bar.update(1)
+
+    rollouts = controller.run(tasks, k, jax.random.key(config.seed),
+                              on_rollout=write)
+  bar.close()
+  seconds = time.perf_counter() - start
+  weights = reward_weights(config.reward.preset)
+  expert = RuleExpert() if weights["v_exp"] > 0 else None
+  scores = score_rollouts(rollouts, tasks, weights, expert=expert)
+  metrics = report.summarize(tasks, rollouts, scores)
+  generated = sum(t.num_generated for row in rollouts for r in row
+                  for t in [r.main, *r.subs])
+  metrics["seconds"] = seconds
+  metrics["generated_tokens_per_second"] = generated / seconds
+  (out / "metrics.json").write_text(json.dumps(
+      {"data": str(data), "split": config.eval.split, "rollouts": k,
+       "metrics": metrics, "config": config.to_dict()}, indent=2,
+      default=str) + "\n")
+  logging.info("wrote %s", out)
+  print(f"{taskset.name}: {len(tasks)} questions x {k} rollouts in "
+        f"{seconds:.0f} s -> {out}")
+  print(report.format_table(metrics))
+  return metrics
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]} (config fields "
+                         "are set as --config.FIELD=VALUE).")
+  if _CONFIG.value is None:
+    raise app.UsageError("--config is required, e.g. --config "
+                         "configs/evaluate.py")
+  try:
+    evaluate(_CONFIG.value, data=_DATA.value, data_format=_FORMAT.value,
+             corpus=_CORPUS.value, checkpoint=_CHECKPOINT.value,
+             sub_checkpoint=_SUB_CHECKPOINT.value,
+             output_dir=_OUTPUT_DIR.value)
+  except ValueError as e:  # Bad config, data or files: say what, not a trace.
+    raise app.UsageError(str(e)) from e
+
+
+if __name__ == "__main__":
+  app.run(main)

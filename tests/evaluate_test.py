@@ -1,0 +1,148 @@
+"""`python -m mgrpo_jax.evaluate`: end to end on a tiny model and SmolLM2."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from configs import evaluate as evaluate_config
+from model_test_utils import tiny_config, tiny_tokenizer
+from mgrpo_jax import evaluate
+from mgrpo_jax.data.readers import DataError
+from mgrpo_jax.models import build, save_hf_checkpoint
+
+HOTPOT = [
+    {"_id": "h1", "question": "Which river flows through the city where "
+     "Anna Vel was born?", "answer": "Sorn", "type": "bridge",
+     "level": "medium",
+     "supporting_facts": [["Anna Vel", 0], ["Kelto", 1]],
+     "context": [["Anna Vel", ["Anna Vel is a painter.",
+                               " She was born in Kelto."]],
+                 ["Kelto", ["Kelto is a town.", " The Sorn flows through "
+                            "Kelto."]]]},
+    {"_id": "h2", "question": "Are Kelto and Brim both towns?",
+     "answer": "yes", "type": "comparison", "level": "easy",
+     "supporting_facts": [["Kelto", 0], ["Brim", 0]],
+     "context": [["Kelto", ["Kelto is a town.", " The Sorn flows through "
+                            "Kelto."]],
+                 ["Brim", ["Brim is a town on the coast."]]]},
+]
+
+
+def tiny_run_config():
+  config = evaluate_config.get_config()
+  config.world.num_entities = 40
+  config.world.train_questions = 4
+  config.world.validation_questions = 4
+  config.world.test_questions = 4
+  for side in ("main", "sub"):
+    config.agents[side].max_turns = 2
+    config.agents[side].max_new_tokens = 24
+    config.agents[side].context_tokens = 1024
+    config.agents[side].rows = 4
+  config.eval.limit = 2
+  return config
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+  path = tmp_path_factory.mktemp("tiny_model")
+  model = build.init_model(tiny_config(max_position_embeddings=1024), seed=0)
+  save_hf_checkpoint(model, tiny_tokenizer(), path)
+  return str(path)
+
+
+@pytest.fixture
+def hotpot_file(tmp_path):
+  path = tmp_path / "hotpot_dev.json"
+  path.write_text(json.dumps(HOTPOT))
+  return str(path)
+
+
+def read_lines(path):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def test_tiny_model_on_the_world_and_on_hotpotqa(tiny_checkpoint, hotpot_file,
+                                                 tmp_path, monkeypatch):
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  config = tiny_run_config()
+  for data, name in (("synthetic", "world"), (hotpot_file, "hotpot")):
+    out = tmp_path / name
+    metrics = evaluate.evaluate(config, data=data, checkpoint=tiny_checkpoint,
+                                output_dir=str(out), progress=False)
+    lines = read_lines(out / "transcripts.jsonl")
+    assert len(lines) == 2 * 2  # 2 questions x 2 rollouts.
+    assert {l["rollout"] for l in lines} == {0, 1}
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["metrics"] == pytest.approx(metrics)
+    for key in ("pass@1", "avg@2", "pass@2", "sub_calls_per_rollout",
+                "sub_tokens_per_question", "format"):
+      assert 0 <= metrics[key]
+    # A random model writes noise after the seeded opening of a call; the
+    # budgets end every rollout as a format failure.
+    prefix = config.agents.main.first_turn_prefix
+    for line in lines:
+      transcript = line["transcript"]
+      assert transcript["turns"][0]["text"].startswith(prefix)
+      assert transcript["finish"] in ("turn_limit", "context_limit")
+      assert not line["correct"] and not transcript["format_ok"]
+    assert metrics["format"] == 0 and metrics["pass@1"] == 0
+    assert metrics["main_tokens_per_question"] > 0
+  assert "by_hops/2/pass@1" in metrics  # HotpotQA questions are 2-hop.
+  assert "by_level/medium/pass@1" in metrics
+
+
+def test_bad_inputs_are_named(tiny_checkpoint, hotpot_file, tmp_path):
+  config = tiny_run_config()
+  with pytest.raises(DataError, match="no such file"):
+    evaluate.evaluate(config, data=str(tmp_path / "missing.jsonl"),
+                      checkpoint=tiny_checkpoint, progress=False)
+  gaia = tmp_path / "metadata.jsonl"
+  gaia.write_text(json.dumps({"task_id": "g1", "Question": "q?", "Level": 1,
+                              "Final answer": "a", "file_name": ""}) + "\n")
+  with pytest.raises(ValueError, match="pass --corpus"):
+    evaluate.evaluate(config, data=str(gaia), checkpoint=tiny_checkpoint,
+                      progress=False)
+  config.eval.rollouts = 0
+  with pytest.raises(ValueError, match="config.eval.rollouts=0"):
+    evaluate.evaluate(config, data=hotpot_file, progress=False)
+  config.eval.rollouts = 1
+  out = tmp_path / "done"
+  out.mkdir()
+  (out / "transcripts.jsonl").write_text("earlier run\n")
+  with pytest.raises(ValueError, match="already holds transcripts"):
+    evaluate.evaluate(config, data=hotpot_file, checkpoint=tiny_checkpoint,
+                      output_dir=str(out), progress=False)
+  assert (out / "transcripts.jsonl").read_text() == "earlier run\n"
+
+
+def test_smollm2_default_delegates_end_to_end(hotpot_file, tmp_path):
+  """The command line, on the real default model: the untrained SmolLM2
+  writes the delegated task itself, and its sub-agent searches BM25."""
+  out = tmp_path / "smollm2"
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  cmd = [sys.executable, "-m", "mgrpo_jax.evaluate",
+         "--config", os.path.join(repo, "configs", "evaluate.py"),
+         "--data", hotpot_file, "--output_dir", str(out),
+         "--config.eval.rollouts=1", "--config.eval.limit=1",
+         "--config.agents.temperature=0",
+         "--config.agents.main.max_turns=2",
+         "--config.agents.sub.max_turns=2",
+         "--config.agents.main.max_new_tokens=48",
+         "--config.agents.sub.max_new_tokens=48"]
+  done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                        cwd=repo)
+  assert done.returncode == 0, done.stderr[-3000:]
+  [line] = read_lines(out / "transcripts.jsonl")
+  first = line["transcript"]["turns"][0]
+  assert first["tool"] == "delegate" and first["format_ok"]
+  task = first["arguments"]["task"]
+  assert task and first["sub_agent"]["instruction"] == task
+  sub_first = first["sub_agent"]["turns"][0]
+  assert sub_first["tool"] == "search" and sub_first["format_ok"]
+  assert "Kelto" in sub_first["result"] or "Anna Vel" in sub_first["result"]
+  assert "pass@1" in done.stdout
