@@ -44,3 +44,10 @@ def test_models_usage_snippet_runs(capsys):
   first, second = capsys.readouterr().out.strip().split("\n")[-2:]
   assert first == "The capital of France is Paris.<|im_end|>"
   assert "Rome" in second and second.endswith("<|im_end|>")
+
+
+def test_agents_usage_snippet_runs(capsys):
+  exec(compile(snippet("agents-usage"), "README.md:agents-usage", "exec"), {})
+  out = capsys.readouterr().out.strip().split("\n")
+  assert out == ["[https://kelto.example] Kelto: Kelto is a town. The Sorn "
+                 "flows through Kelto.", "add needs the arguments ['a', 'b']."]
