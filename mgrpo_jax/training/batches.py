@@ -1,0 +1,139 @@
+"""From scored rollouts to each agent's training batch.
+
+Main agent: one trajectory per rollout, [B*K]; advantages over the K
+rollouts of each question (core.advantages).
+
+Sub-agent: the main side flattens every sub trajectory of the step into a
+`SubRecord` (what goes through the shared store: ids, masks, rewards and the
+(b, k) links). The sub side aligns the variable number of calls per rollout
+to [B, K, D_max] slots (core.alignment), takes advantages over the valid
+slots of each question (or of each rollout with group_by="rollout"), and
+packs the [B*K*D_max] slot trajectories: one compiled step whatever the
+calls were. Everything here is host-side numpy around the jitted core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from mgrpo_jax.agents.rewards import Scores
+from mgrpo_jax.agents.trajectory import Rollout
+from mgrpo_jax.core.advantages import group_relative_advantages
+from mgrpo_jax.core.alignment import align_sub_trajectories
+from mgrpo_jax.training.learner import Batch, pack
+
+
+@dataclasses.dataclass
+class PackSettings:
+  micro_batch: int
+  min_len: int
+  max_len: int
+
+
+def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
+               settings: PackSettings, scale: str = "group",
+               eps: float = 1e-6) -> tuple[Batch, np.ndarray]:
+  """The main agent's batch [B*K] and its advantages."""
+  b, k = scores.main_reward.shape
+  adv = np.asarray(group_relative_advantages(
+      scores.main_reward.reshape(-1).astype(np.float32),
+      np.repeat(np.arange(b, dtype=np.int32), k), b, scale=scale, eps=eps))
+  flat = [r.main for row in rollouts for r in row]
+  batch = pack([t.tokens for t in flat], [t.loss_mask for t in flat], adv,
+               micro_batch=settings.micro_batch, min_len=settings.min_len,
+               max_len=settings.max_len)
+  return batch, adv
+
+
+@dataclasses.dataclass
+class SubRecord:
+  """Every sub trajectory of one step, flat (what the store carries)."""
+  tokens: np.ndarray  # int32 [total ids], trajectories one after another.
+  loss_mask: np.ndarray  # bool [total ids]
+  offsets: np.ndarray  # int64 [M + 1]: trajectory i is [offsets[i], offsets[i+1]).
+  b: np.ndarray  # int32 [M]
+  k: np.ndarray  # int32 [M]
+  reward: np.ndarray  # float32 [M]
+  num_questions: int
+  group_size: int
+
+  def to_arrays(self) -> dict[str, np.ndarray]:
+    return {"tokens": self.tokens, "loss_mask": self.loss_mask,
+            "offsets": self.offsets, "b": self.b, "k": self.k,
+            "reward": self.reward,
+            "shape": np.array([self.num_questions, self.group_size])}
+
+  @classmethod
+  def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SubRecord":
+    b, k = (int(x) for x in arrays["shape"])
+    return cls(arrays["tokens"], arrays["loss_mask"].astype(bool),
+               arrays["offsets"], arrays["b"], arrays["k"], arrays["reward"],
+               b, k)
+
+  def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
+    return self.tokens[lo:hi], self.loss_mask[lo:hi]
+
+
+def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
+               ) -> SubRecord:
+  """Flattens the step's sub trajectories (order of `scores.sub_*`)."""
+  b, k = scores.main_reward.shape
+  trajectories = [rollouts[int(bb)][int(kk)].subs[int(i)]
+                  for bb, kk, i in zip(scores.sub_b, scores.sub_k,
+                                       scores.sub_i)]
+  lengths = [len(t.tokens) for t in trajectories]
+  offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+  tokens = (np.concatenate([t.tokens for t in trajectories])
+            if trajectories else np.zeros(0, np.int32))
+  masks = (np.concatenate([t.loss_mask for t in trajectories])
+           if trajectories else np.zeros(0, bool))
+  return SubRecord(tokens.astype(np.int32), masks, offsets,
+                   scores.sub_b.astype(np.int32),
+                   scores.sub_k.astype(np.int32),
+                   scores.sub_reward.astype(np.float32), b, k)
+
+
+def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
+              settings: PackSettings, fill: str = "random",
+              group_by: str = "question", scale: str = "group",
+              eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
+  """The sub-agent's aligned batch [B*K*D_max] (see the module docstring)."""
+  if group_by not in ("question", "rollout"):
+    raise ValueError(f"sub_batch: group_by={group_by!r}; expected "
+                     "'question' or 'rollout'.")
+  b, k = record.num_questions, record.group_size
+  rollout_of = record.b * k + record.k  # Flat rollout index of each sub.
+  order = np.argsort(rollout_of, kind="stable")  # Alignment wants grouping.
+  counts = np.bincount(rollout_of, minlength=b * k).astype(np.int32)
+  rewards = record.reward[order]
+  index, valid = align_sub_trajectories(
+      key, counts, d_max, fill=fill,
+      rewards_M=rewards if fill == "best" and len(rewards) else None)
+  index, valid = np.asarray(index), np.asarray(valid)  # [B*K, D]
+  slot_sub = order[index] if len(order) else np.zeros_like(index)
+  slot_reward = np.where(valid, record.reward[slot_sub] if len(order)
+                         else 0.0, 0.0).astype(np.float32)
+  rollout_ids = np.repeat(np.arange(b * k), d_max)
+  groups = (rollout_ids // k if group_by == "question" else rollout_ids)
+  adv = np.asarray(group_relative_advantages(
+      slot_reward.reshape(-1), groups.astype(np.int32),
+      b if group_by == "question" else b * k,
+      valid_N=valid.reshape(-1), scale=scale, eps=eps))
+  tokens, masks = [], []
+  empty = (np.zeros(2, np.int32), np.zeros(2, bool))
+  for s, ok in zip(slot_sub.reshape(-1), valid.reshape(-1)):
+    tokens_i, mask_i = record.trajectory(int(s)) if ok else empty
+    tokens.append(tokens_i)
+    masks.append(mask_i)
+  batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
+               min_len=settings.min_len, max_len=settings.max_len,
+               valid=valid.reshape(-1))
+  stats = {"calls_per_rollout": float(counts.mean()),
+           "valid_slots": float(valid.mean()),
+           "dropped_calls": float(np.maximum(counts - d_max, 0).sum())}
+  return batch, stats

@@ -1,0 +1,85 @@
+"""Scored rollouts -> the main batch and the aligned sub-agent batch."""
+
+import jax
+import numpy as np
+import pytest
+
+from agents_rewards_test import main_script, make_tasks, sub_script
+from model_test_utils import tiny_tokenizer
+from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
+from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.data.corpus import Document, LocalCorpus
+from mgrpo_jax.training.batches import (PackSettings, SubRecord, main_batch,
+                                        sub_batch, sub_record)
+from rollout_test import team
+
+SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)
+
+
+@pytest.fixture(scope="module")
+def scored():
+  tok = tiny_tokenizer()
+  controller, *_ = team(tok, LocalCorpus([Document("d", "D", "text")]),
+                        main_script, sub_script)
+  tasks = make_tasks()  # q0: 2 calls per rollout, right; q1: 1, wrong.
+  rollouts = controller.run(tasks, group_size=2, key=jax.random.key(0))
+  scores = score_rollouts(rollouts, tasks, reward_weights("with_expert"),
+                          expert=RuleExpert())
+  return rollouts, scores
+
+
+def test_main_batch_advantages_over_each_questions_rollouts(scored):
+  rollouts, scores = scored
+  batch, adv = main_batch(rollouts, scores, settings=SETTINGS)
+  # Both rollouts of a question got the same reward: no spread, advantage 0.
+  np.testing.assert_array_equal(adv, np.zeros(4))
+  assert batch.inputs_NxT.shape[0] == 4
+  np.testing.assert_array_equal(
+      batch.mask_NxT.sum(1), [r.main.loss_mask[1:].sum()
+                              for row in rollouts for r in row])
+
+
+def test_sub_record_round_trips_through_arrays(scored):
+  rollouts, scores = scored
+  record = sub_record(rollouts, scores)
+  again = SubRecord.from_arrays(record.to_arrays())
+  assert len(again.offsets) == 7  # 6 sub trajectories.
+  for i, (b, k, s) in enumerate(zip(scores.sub_b, scores.sub_k,
+                                    scores.sub_i)):
+    tokens, mask = again.trajectory(i)
+    expected = rollouts[b][k].subs[s]
+    np.testing.assert_array_equal(tokens, expected.tokens)
+    np.testing.assert_array_equal(mask, expected.loss_mask)
+
+
+@pytest.mark.parametrize("d_max", [1, 2, 3])
+def test_sub_batch_is_aligned_to_b_k_dmax(scored, d_max):
+  rollouts, scores = scored
+  record = sub_record(rollouts, scores)
+  batch, stats = sub_batch(record, jax.random.key(1), d_max=d_max,
+                           settings=SETTINGS)
+  rows = 2 * 2 * d_max
+  assert batch.inputs_NxT.shape[0] == -(-rows // 4) * 4
+  assert stats["calls_per_rollout"] == 1.5
+  assert stats["dropped_calls"] == max(2 - d_max, 0) * 2
+  # q0's rollouts have reports of mixed quality (expert 1 / 0): advantages
+  # spread within question 0; q1's sub rewards are all equal: zero.
+  adv = batch.adv_N[:rows].reshape(2, 2, d_max)
+  assert np.abs(adv[1]).max() == 0
+  if d_max >= 2:
+    assert np.abs(adv[0]).max() > 0
+  # Every slot is valid (every rollout made at least one call).
+  assert batch.num_sequences == rows
+
+
+def test_rollouts_without_calls_give_invalid_slots():
+  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
+                     np.zeros(1, np.int64), np.zeros(0, np.int32),
+                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
+                           settings=SETTINGS)
+  assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
+  assert stats["calls_per_rollout"] == 0
+  with pytest.raises(ValueError, match="group_by='x'"):
+    sub_batch(record, jax.random.key(0), d_max=2, settings=SETTINGS,
+              group_by="x")
