@@ -144,5 +144,7 @@ def test_smollm2_default_delegates_end_to_end(hotpot_file, tmp_path):
   assert task and first["sub_agent"]["instruction"] == task
   sub_first = first["sub_agent"]["turns"][0]
   assert sub_first["tool"] == "search" and sub_first["format_ok"]
-  assert "Kelto" in sub_first["result"] or "Anna Vel" in sub_first["result"]
+  # Whatever the model's query, the BM25 tool answered it.
+  assert sub_first["result"].startswith('<tool_response name="search">')
+  assert sub_first["arguments"]["query"]
   assert "pass@1" in done.stdout
