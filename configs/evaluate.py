@@ -31,8 +31,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.temperature = 0.3  # Sampling temperature of every agent (0 = greedy).
   # The untrained 135M model does not start the protocol by itself: its first
   # turn is seeded with the opening of a tool call, which it completes.
-  config.agents.main.first_turn_prefix = '<tool_call>{"name": "delegate", "arguments": {"task": "'
-  config.agents.sub.first_turn_prefix = '<tool_call>{"name": "search", "arguments": {"query": "'
+  config.agents.main.first_turn_prefix = (  # Main agent's seeded first-turn opening.
+      '<tool_call>{"name": "delegate", "arguments": {"task": "')
+  config.agents.sub.first_turn_prefix = (  # Sub-agent's seeded first-turn opening.
+      '<tool_call>{"name": "search", "arguments": {"query": "')
 
   config.eval = ml_collections.ConfigDict()
   config.eval.rollouts = 2  # Rollouts per question (K of avg@K / pass@K).
