@@ -13,6 +13,7 @@ INSTALL_REQUIRES = [
     "array-record>=0.8.6,<0.9",  # tfds array_record files (data/world_builder)
     "bm25s>=0.3.16,<0.4",  # BM25 search over local corpora (agents/tools)
     "chex>=0.1.92,<0.2",
+    "etils[epath]>=1.15,<2",  # checkpoint paths, local or gs:// (training/checkpoints)
     "flax>=0.12.8,<0.13",
     "gguf>=0.19,<0.20",  # reading llama.cpp GGUF files (models/gguf_checkpoint)
     "importlib_resources>=7.1,<8",  # tfds builders defined inside a package

@@ -92,6 +92,8 @@ def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
   mesh = jax.make_mesh((2, 2), ("fsdp", "tp"), devices=devices,
                        axis_types=(jax.sharding.AxisType.Auto,) * 2)
   learner = _learner(2, mesh=mesh)
+  for leaf in jax.tree.leaves(learner.opt_state):  # Before any step, too.
+    assert set(leaf.sharding.device_set) == set(devices)
   tokens, masks = trajectories(4)
   learner.step(pack(tokens, masks, [1.0, -1.0, 0.5, 0.0], micro_batch=2,
                     min_len=8, max_len=64))

@@ -144,7 +144,7 @@ class Learner:
     self.name, self.config, self.mesh = name, config, mesh
     self.graphdef, self.params = nnx.split(model)
     self.optimizer = make_optimizer(config)
-    self.opt_state = jax.jit(self.optimizer.init)(self.params)
+    self.opt_state = self._init_opt_state()
     self.ref_params = (jax.tree.map(jnp.copy, self.params)
                        if config.beta > 0 else None)
     self.step_count = 0
@@ -152,6 +152,18 @@ class Learner:
     self._logp = jax.jit(self._logp_fn)
     self._grad = jax.jit(self._grad_fn)
     self._apply = jax.jit(self._apply_fn, donate_argnums=(0, 1))
+
+  def _init_opt_state(self):
+    """Optimizer state next to the parameters: Adam's moments take each
+    parameter's sharding, scalars (the step count) are replicated."""
+    if self.mesh is None:
+      return jax.jit(self.optimizer.init)(self.params)
+    abstract = jax.eval_shape(self.optimizer.init, self.params)
+    shardings = optax.tree_utils.tree_map_params(
+        self.optimizer, lambda _, p: p.sharding, abstract, self.params,
+        transform_non_params=lambda _: NamedSharding(self.mesh,
+                                                     PartitionSpec()))
+    return jax.jit(self.optimizer.init, out_shardings=shardings)(self.params)
 
   # ------------------------------------------------------------ jitted parts
 
