@@ -15,6 +15,7 @@ INSTALL_REQUIRES = [
     "chex>=0.1.92,<0.2",
     "etils[epath]>=1.15,<2",  # checkpoint paths, local or gs:// (training/checkpoints)
     "flax>=0.12.8,<0.13",
+    "gcsfs>=2026.10.1,<2027",  # gs:// store roots (training/store, via etils.epath)
     "gguf>=0.19,<0.20",  # reading llama.cpp GGUF files (models/gguf_checkpoint)
     "importlib_resources>=7.1,<8",  # tfds builders defined inside a package
     "jax>=0.10.2,<0.13",
@@ -41,6 +42,7 @@ EXTRAS_REQUIRE = {
     # in another torch) and those tests skip.
     "test": [
         'accelerate>=1.16,<2; python_version == "3.11"',
+        "gcp-storage-emulator>=2026.7.19,<2027",  # in-memory GCS (tests/store_test.py)
         "hypothesis>=6.100,<7",
         "pytest>=8,<10",
         'torch==2.13.0; python_version == "3.11"',

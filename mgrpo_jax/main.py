@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from absl import app
+from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
@@ -12,6 +13,10 @@ from mgrpo_jax.training import toy
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file with get_config().",
     lock_config=True)
+_ROLE = flags.DEFINE_enum(
+    "role", "all", ["all", "main", "sub"],
+    "Which side of an M-GRPO run this process is: 'all' (both, one "
+    "process), or 'main' / 'sub' as two processes sharing config.store.")
 
 
 def main(argv: list[str]) -> None:
@@ -22,6 +27,16 @@ def main(argv: list[str]) -> None:
   if config is None:
     raise app.UsageError("--config is required, e.g. --config "
                          "configs/default.py")
+  if config.get("task", "toy_delegation") == "agents":
+    from mgrpo_jax.models.loading import enable_compilation_cache
+    from mgrpo_jax.training import trainer
+    enable_compilation_cache()
+    try:
+      metrics = trainer.run(config, role=_ROLE.value, log=logging.info)
+    except config_checks.ConfigError as e:
+      raise app.UsageError(str(e)) from e
+    logging.info("done: %s", {k: round(v, 4) for k, v in metrics.items()})
+    return
   try:
     metrics = toy.run(config)
   except config_checks.ConfigError as e:

@@ -1,0 +1,466 @@
+"""The M-GRPO trainer of LLM agents: rollouts, rewards, store, learners.
+
+One step (DESIGN.md "One training step"):
+  1. the rollout side samples B questions of the train split and rolls each
+     out K times with the team (agents/rollout.py), scores the rollouts
+     (agents/rewards.py);
+  2. the main side writes the step's sub-agent trajectories and rewards to
+     the shared store and updates the main agent (training/learner.py);
+  3. the sub side reads the step from the store, aligns it to
+     [B, K, D_max], updates the sub-agent and publishes its weights;
+  4. the samplers load the new weights (the sub-agent's from the store:
+     those of step n with staleness "sync", of step n-1 with "one_step").
+No gradient crosses agents: each learner sees only its own model; the sides
+exchange only what the store carries. With `role="all"` both sides run in
+one process (each agent on its own mesh); `role="main"` and `role="sub"`
+run them as separate processes that share only the store's root.
+
+Baselines (METHOD.md): `config.mode` "mgrpo" (both train), "frozen_sub"
+(only the main agent trains) and "single" (one agent with the tools).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
+from mgrpo_jax.agents.rollout import RolloutController
+from mgrpo_jax.agents.team import build_team
+from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.data.corpus import LocalCorpus
+from mgrpo_jax.data.loading import load_tasks
+from mgrpo_jax.data.task import Task
+from mgrpo_jax.data.world import WorldConfig
+from mgrpo_jax.training import batches
+from mgrpo_jax.training.config_checks import ConfigError
+from mgrpo_jax.training.learner import Learner, LearnerConfig
+
+MODES = ("mgrpo", "frozen_sub", "single")
+ROLES = ("all", "main", "sub")
+STALENESS = ("sync", "one_step")
+
+
+def check_config(config: ml_collections.ConfigDict, role: str) -> None:
+  """Config errors that can be found before any compute."""
+  if config.mode not in MODES:
+    raise ConfigError(f"config.mode={config.mode!r}: expected one of "
+                      f"{list(MODES)}.")
+  if role not in ROLES:
+    raise ConfigError(f"--role={role!r}: expected one of {list(ROLES)}.")
+  if config.train.staleness not in STALENESS:
+    raise ConfigError(f"config.train.staleness={config.train.staleness!r}: "
+                      f"expected one of {list(STALENESS)}.")
+  for field in ("steps", "questions_per_step", "group_size", "eval_every",
+                "eval_questions"):
+    value = config.train[field]
+    if not isinstance(value, int) or value < 1:
+      raise ConfigError(f"config.train.{field}={value!r}: expected a "
+                        "positive integer.")
+  if not isinstance(config.align.d_max, int) or config.align.d_max < 1:
+    raise ConfigError(f"config.align.d_max={config.align.d_max!r}: expected "
+                      "an integer >= 1 (sub-agent slots per rollout).")
+  if role == "sub" and config.mode != "mgrpo":
+    raise ConfigError(f"--role=sub with config.mode={config.mode!r}: only "
+                      "mode 'mgrpo' trains a sub-agent.")
+  for agent in ("main", "sub"):
+    try:
+      LearnerConfig(**config.learner[agent].to_dict())
+    except ValueError as e:
+      raise ConfigError(f"config.learner.{agent}: {e}") from e
+
+
+def learner_config(config, agent: str) -> LearnerConfig:
+  return LearnerConfig(**config.learner[agent].to_dict())
+
+
+def pack_settings(config, agent: str) -> batches.PackSettings:
+  c = learner_config(config, agent)
+  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len)
+
+
+@dataclasses.dataclass
+class Data:
+  """The train questions (shuffled per epoch), validation, the corpus."""
+  train: list[Task]
+  validation: list[Task]
+  backend: LocalCorpus
+  seed: int
+
+  def batch(self, step: int, size: int) -> list[Task]:
+    """Questions of `step`: a fixed permutation per epoch, so a resumed run
+    sees exactly the questions an uninterrupted one would."""
+    n = len(self.train)
+    out = []
+    for i in range(step * size, (step + 1) * size):
+      epoch, pos = divmod(i, n)
+      order = np.random.default_rng([self.seed, epoch]).permutation(n)
+      out.append(self.train[order[pos]])
+    return out
+
+
+def load_data(config) -> Data:
+  world = WorldConfig(**config.world.to_dict())
+  train = load_tasks("synthetic", split="train", world=world)
+  validation = load_tasks("synthetic", split="validation", world=world,
+                          limit=config.train.eval_questions)
+  return Data(list(train.tasks), list(validation.tasks),
+              LocalCorpus(train.documents, source="synthetic world"),
+              config.seed)
+
+
+def greedy(controller: RolloutController) -> RolloutController:
+  """The same team on the same samplers, decoding greedily (evaluation)."""
+  agents = [dataclasses.replace(a, sampling=dataclasses.replace(
+      a.sampling, temperature=0.0)) for a in controller.agents.values()]
+  return RolloutController(agents[0], agents[1:])
+
+
+def agents_section(config) -> ml_collections.ConfigDict:
+  agents = ml_collections.ConfigDict(config.agents.to_dict())
+  agents.mode = "single" if config.mode == "single" else "multi"
+  return agents
+
+
+def rollout_step(controller, tasks, group_size, key, weights, config):
+  """Rolls out, scores; returns (rollouts, scores, metrics)."""
+  start = time.perf_counter()
+  rollouts = controller.run(tasks, group_size, key)
+  seconds = time.perf_counter() - start
+  expert = RuleExpert() if weights["v_exp"] > 0 else None
+  sub_name = "sub"
+  scores = score_rollouts(rollouts, tasks, weights, expert=expert,
+                          sub_agent=sub_name)
+  generated = sum(t.num_generated for row in rollouts for r in row
+                  for t in [r.main, *r.subs])
+  metrics = {
+      "main/reward": float(scores.main_reward.mean()),
+      "main/accuracy": float(scores.main_correct.mean()),
+      "main/format": float(scores.main_format_ok.mean()),
+      "sub/calls_per_rollout": float(scores.sub_calls.mean()),
+      "time/rollout": seconds,
+      "rollout/tokens_per_second": generated / seconds,
+  }
+  if len(scores.sub_reward):
+    metrics["sub/reward"] = float(scores.sub_reward.mean())
+    metrics["sub/format"] = float(scores.sub_format_ok.mean())
+  return rollouts, scores, metrics
+
+
+def evaluate_greedy(controller, tasks) -> dict[str, float]:
+  rollouts = greedy(controller).run(tasks, 1, jax.random.key(0))
+  from mgrpo_jax.agents.rewards import is_correct
+  correct = [is_correct(row[0].main.answer, t)
+             for row, t in zip(rollouts, tasks)]
+  fmt = [row[0].main.format_ok for row in rollouts]
+  calls = [len(row[0].subs) for row in rollouts]
+  return {"eval/accuracy": float(np.mean(correct)),
+          "eval/format": float(np.mean(fmt)),
+          "eval/sub_calls": float(np.mean(calls))}
+
+
+def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
+  return {f"{prefix}/{k}": v for k, v in metrics.items()}
+
+
+OnLog = Callable[[int, dict[str, float]], None]
+
+
+# ------------------------------------------------------------------ models
+
+
+def build_models(config, meshes, data: Data, *, need_sub: bool):
+  """(tokenizer, main model, sub model or None, SFT metrics)."""
+  from mgrpo_jax.models import build
+  from mgrpo_jax.models.loading import load_model
+  world = WorldConfig(**config.world.to_dict())
+  metrics: dict[str, float] = {}
+  if config.model.name != "tiny":
+    main, tok = load_model(config.model.name, mesh=meshes["main"])
+    sub = (load_model(config.model.name, mesh=meshes["sub"])[0]
+           if need_sub else None)
+    return tok, main, sub, metrics
+  from mgrpo_jax.training import oracle, sft, tiny
+  tok, model_config = tiny.tiny_team_assets(
+      world, vocab_size=config.model.vocab_size,
+      hidden_size=config.model.hidden_size,
+      num_layers=config.model.num_layers,
+      max_position_embeddings=max(config.agents.main.context_tokens,
+                                  config.agents.sub.context_tokens))
+  main = build.init_model(model_config, seed=config.seed, mesh=meshes["main"])
+  sub = (build.init_model(model_config, seed=config.seed + 1,
+                          mesh=meshes["sub"]) if need_sub else None)
+  if config.sft.steps > 0:
+    start = time.perf_counter()
+    mode = "single" if config.mode == "single" else "multi"
+    demo_tasks = data.train[:config.sft.questions]
+    from mgrpo_jax.data.task import TaskSet
+    trajectories = oracle.demonstrations(
+        TaskSet("sft", demo_tasks, data.backend.documents), tok, mode=mode,
+        noise=config.sft.noise, seed=config.seed,
+        agents=agents_section(config))
+    main_name = "single" if mode == "single" else "main"
+    own = [t for t in trajectories if t.agent == main_name]
+    main, losses = sft.warm_start(
+        main, own, steps=config.sft.steps, batch_size=config.sft.batch_size,
+        seed=config.seed, learning_rate=config.sft.learning_rate)
+    metrics["sft/main_loss_first"] = float(losses[0])
+    metrics["sft/main_loss_last"] = float(losses[-1])
+    if sub is not None:
+      own = [t for t in trajectories if t.agent == "sub"]
+      sub, losses = sft.warm_start(
+          sub, own, steps=config.sft.steps, batch_size=config.sft.batch_size,
+          seed=config.seed + 1, learning_rate=config.sft.learning_rate)
+      metrics["sft/sub_loss_first"] = float(losses[0])
+      metrics["sft/sub_loss_last"] = float(losses[-1])
+    metrics["time/sft"] = time.perf_counter() - start
+  return tok, main, sub, metrics
+
+
+# -------------------------------------------------------------------- run
+
+
+def absolute(path: str) -> str:
+  """Orbax wants absolute paths; gs:// URLs are left alone."""
+  import os
+  return path if "://" in path else os.path.abspath(path)
+
+
+def fingerprint(config) -> dict[str, Any]:
+  """What both sides of a run must agree on (checked when the store opens)."""
+  return {"mode": config.mode, "model": config.model.to_dict(),
+          "world": config.world.to_dict(),
+          "questions_per_step": config.train.questions_per_step,
+          "group_size": config.train.group_size, "d_max": config.align.d_max,
+          "seed": config.seed}
+
+
+class _Side:
+  """What one process of a run holds (see `run`)."""
+
+  def __init__(self, config, role: str, log: Callable[[str], None]):
+    from mgrpo_jax.training import checkpoints, meshes, store as store_lib
+    check_config(config, role)
+    self.config, self.role, self.log = config, role, log
+    self.trains_main = role in ("all", "main")
+    self.trains_sub = role in ("all", "sub") and config.mode == "mgrpo"
+    self.samples = role in ("all", "main")
+    mesh_names = ["main"] if config.mode == "single" else ["main", "sub"]
+    mesh_config = ml_collections.ConfigDict(
+        {k: config.mesh[k] for k in ["share", *mesh_names]})
+    self.meshes = meshes.agent_meshes(mesh_config)
+    run_dir = absolute(config.run_dir)
+    self.store = store_lib.open_store(absolute(config.store.root)
+                                      if config.store.root
+                                      else f"{run_dir}/store",
+                                      fingerprint=fingerprint(config))
+    self.data = load_data(config)
+    need_sub = config.mode != "single"
+    self.tok, main_model, sub_model, self.sft_metrics = build_models(
+        config, self.meshes, self.data, need_sub=need_sub)
+    from flax import nnx
+    self.sub_target = (nnx.split(sub_model)[1] if sub_model is not None
+                       else None)
+    self.main = (Learner("main", main_model, learner_config(config, "main"),
+                         self.meshes["main"]) if self.trains_main else None)
+    self.sub = (Learner("sub", sub_model, learner_config(config, "sub"),
+                        self.meshes["sub"]) if self.trains_sub else None)
+    self.ckpt = {}
+    for name, learner in (("main", self.main), ("sub", self.sub)):
+      if learner is not None:
+        self.ckpt[name] = checkpoints.AgentCheckpointer(
+            f"{run_dir}/checkpoints", name,
+            max_to_keep=config.checkpoint.max_to_keep,
+            save_every=config.checkpoint.every)
+    self.controller = None
+    if self.samples:
+      self.controller = build_team(
+          agents_section(config), self.data.backend, main_model=main_model,
+          main_tokenizer=self.tok, sub_model=sub_model)
+    self.weights = reward_weights(config.reward.preset, **{
+        k: v for k, v in config.reward.to_dict().items()
+        if k != "preset" and v is not None})
+    self.start_step = self._resume()
+
+  def _resume(self) -> int:
+    steps = []
+    for name, learner in (("main", self.main), ("sub", self.sub)):
+      if learner is None:
+        continue
+      restored = self.ckpt[name].restore_latest(learner.params,
+                                                learner.opt_state)
+      if restored is None:
+        steps.append(0)
+        continue
+      learner.params, learner.opt_state = restored.params, restored.opt_state
+      learner.step_count = restored.step
+      steps.append(restored.step)
+      self.log(f"{name}: resumed from the checkpoint of step {restored.step}")
+    if len(set(steps)) > 1:
+      raise RuntimeError(f"the agents' checkpoints stand at different steps "
+                         f"{steps}; delete the newer one or restore by hand.")
+    return steps[0] if steps else 0
+
+  # ------------------------------------------------------------- weights
+
+  def sync_main(self) -> None:
+    self.controller.agents["main" if self.config.mode != "single"
+                           else "single"].policy.update_weights(
+                               self.main.params)
+
+  def sync_sub(self, step: int) -> None:
+    """Loads the sub weights the rollout of `step` must use."""
+    if self.config.mode != "mgrpo":
+      return
+    want = step if self.config.train.staleness == "sync" else max(step - 1, 0)
+    engine = self.controller.agents["sub"].policy
+    if self.sub is not None and want == self.sub.step_count:
+      engine.update_weights(self.sub.params)
+      return
+    params = self.store.load_weights(
+        "sub", self._wait_weights(want), target=self.sub_target)
+    engine.update_weights(params)
+
+  def _wait_weights(self, want: int) -> int:
+    timeout = self.config.store.timeout_s
+    start = time.perf_counter()
+    while True:
+      latest = self.store.latest_weights_step("sub")
+      if latest is not None and latest >= want:
+        return want
+      waited = time.perf_counter() - start
+      if waited > timeout:
+        raise TimeoutError(
+            f"waited {waited:.0f} s for the sub side's weights of step "
+            f"{want} in {self.store.root} (latest: {latest}); is the "
+            "--role=sub process running? (config.store.timeout_s="
+            f"{timeout})")
+      if int(waited) % 10 == 0:
+        self.log(f"waiting for the sub side's weights of step {want} "
+                 f"({waited:.0f} s)")
+      time.sleep(0.5)
+
+  # ---------------------------------------------------------------- steps
+
+  def main_step(self, step: int, key) -> dict[str, float]:
+    """Rollouts, rewards, the store record, the main update."""
+    config = self.config
+    c = config.train
+    metrics: dict[str, float] = {}
+    start = time.perf_counter()
+    self.sync_sub(step)
+    metrics["time/weights"] = time.perf_counter() - start
+    tasks = self.data.batch(step, c.questions_per_step)
+    rollouts, scores, rollout_metrics = rollout_step(
+        self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
+        self.weights, config)
+    metrics.update(rollout_metrics)
+    if config.mode != "single":
+      start = time.perf_counter()
+      record = batches.sub_record(rollouts, scores)
+      if self.store.has_step(step):  # Written before a crash: keep it.
+        self.log(f"step {step}: the store already holds this step's record "
+                 "(a resumed run); the sub side trains on that one")
+      else:
+        self.store.write_step(step, record.to_arrays(), {
+            "main/reward": metrics["main/reward"],
+            "main/accuracy": metrics["main/accuracy"]})
+      metrics["time/store"] = time.perf_counter() - start
+    start = time.perf_counter()
+    batch, _ = batches.main_batch(
+        rollouts, scores, settings=pack_settings(config, "main"),
+        scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics.update(prefixed("main", self.main.step(batch)))
+    self.sync_main()
+    metrics["time/main_update"] = time.perf_counter() - start
+    return metrics
+
+  def sub_step(self, step: int, key) -> dict[str, float]:
+    """Reads the step from the store, aligns, updates, publishes."""
+    config = self.config
+    start = time.perf_counter()
+    arrays, _ = self.store.read_step(
+        step, timeout_s=config.store.timeout_s,
+        status=lambda message: self.log(message))
+    record = batches.SubRecord.from_arrays(arrays)
+    batch, stats = batches.sub_batch(
+        record, jax.random.fold_in(key, 1), d_max=config.align.d_max,
+        settings=pack_settings(config, "sub"), fill=config.align.fill,
+        group_by=config.advantage.sub_group_by,
+        scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics = prefixed("sub", self.sub.step(batch))
+    metrics.update(prefixed("align", stats))
+    self.publish_sub(step + 1)
+    metrics["time/sub_update"] = time.perf_counter() - start
+    return metrics
+
+  def publish_sub(self, step: int) -> None:
+    """Publishes the sub weights after `step` updates (once per step)."""
+    latest = self.store.latest_weights_step("sub")
+    if latest is None or latest < step:
+      self.store.publish_weights("sub", step, self.sub.params)
+
+  def save(self, step: int, key, *, force: bool = False) -> None:
+    for name, learner in (("main", self.main), ("sub", self.sub)):
+      if learner is not None:
+        self.ckpt[name].save(step, learner.params, learner.opt_state,
+                             key=key, data_position=step, force=force)
+
+  def close(self) -> None:
+    for ckpt in self.ckpt.values():
+      ckpt.close()
+
+
+def run(config: ml_collections.ConfigDict, *, role: str = "all",
+        on_log: OnLog | None = None,
+        log: Callable[[str], None] = print) -> dict[str, float]:
+  """Trains for `config.train.steps` steps (resuming from checkpoints);
+  returns the last logged metrics."""
+  from mgrpo_jax.training.metrics import MetricsWriter, ProgressBar
+  side = _Side(config, role, log)
+  c = config.train
+  key = jax.random.key(config.seed)
+  writer = MetricsWriter(f"{absolute(config.run_dir)}/{role}")
+  last: dict[str, float] = {}
+  if side.start_step == 0 and side.sft_metrics:
+    writer.write(0, side.sft_metrics)
+  if side.sub is not None:
+    side.publish_sub(side.start_step)
+  if side.samples:
+    side.sync_main()
+  bar = ProgressBar(c.steps, side.start_step)
+  try:
+    if side.samples and side.start_step == 0:
+      metrics = evaluate_greedy(side.controller, side.data.validation)
+      writer.write(0, metrics)
+      last.update(metrics)
+      log(f"step 0: {metrics}")
+    for step in range(side.start_step, c.steps):
+      step_key = jax.random.fold_in(key, step)
+      start = time.perf_counter()
+      metrics: dict[str, float] = {}
+      if side.trains_main:
+        metrics.update(side.main_step(step, step_key))
+      if side.sub is not None:
+        metrics.update(side.sub_step(step, step_key))
+      done = step + 1
+      if side.samples and (done % c.eval_every == 0 or done == c.steps):
+        metrics.update(evaluate_greedy(side.controller, side.data.validation))
+      metrics["time/step"] = time.perf_counter() - start
+      side.save(done, step_key, force=done == c.steps)
+      writer.write(done, metrics)
+      bar.update(done, {k: metrics[k] for k in (
+          "main/accuracy", "eval/accuracy", "sub/reward") if k in metrics})
+      last = metrics
+      if on_log is not None:
+        on_log(done, metrics)
+  finally:
+    bar.close()
+    writer.close()
+    side.close()
+  return last
