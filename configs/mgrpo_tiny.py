@@ -23,8 +23,8 @@ def _learner(learning_rate: float) -> ml_collections.ConfigDict:
   c.b1 = 0.9  # Adam beta1.
   c.b2 = 0.999  # Adam beta2.
   c.inner_epochs = 1  # mu: updates per batch of rollouts.
-  c.micro_batch = 16  # Sequences per forward/backward pass.
-  c.min_len = 1024  # Smallest padded length: = max_len, one compiled shape (compiling dominates on CPU).
+  c.micro_batch = 8  # Sequences per forward/backward pass.
+  c.min_len = 128  # Smallest padded sequence length (power-of-two buckets up to max_len).
   c.max_len = 1024  # Longest sequence trained on.
   c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
   c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high.
@@ -63,11 +63,11 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.agents = agents_config()  # The team (agents/team.py).
   config.agents.main.max_turns = 4  # Main-agent turns before it must answer.
-  config.agents.main.max_new_tokens = 48  # Tokens per main-agent turn.
+  config.agents.main.max_new_tokens = 64  # Tokens per main-agent turn.
   config.agents.main.context_tokens = 1024  # Main-agent context budget.
   config.agents.main.rows = 64  # Main conversations live at once.
   config.agents.sub.max_turns = 4  # Sub-agent turns before it must report.
-  config.agents.sub.max_new_tokens = 48  # Tokens per sub-agent turn.
+  config.agents.sub.max_new_tokens = 64  # Tokens per sub-agent turn.
   config.agents.sub.context_tokens = 1024  # Sub-agent context budget.
   config.agents.sub.rows = 64  # Sub-agent conversations live at once.
   config.agents.visit_chars = 300  # Characters of page text a visit returns.

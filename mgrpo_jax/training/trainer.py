@@ -174,8 +174,10 @@ OnLog = Callable[[int, dict[str, float]], None]
 # ------------------------------------------------------------------ models
 
 
-def build_models(config, meshes, data: Data, *, need_sub: bool):
-  """(tokenizer, main model, sub model or None, SFT metrics)."""
+def build_models(config, meshes, data: Data, *, need_sub: bool,
+                 warm_start: bool = True):
+  """(tokenizer, main model, sub model or None, SFT metrics); no SFT when
+  `warm_start` is False (a resumed run restores trained weights)."""
   from mgrpo_jax.models import build
   from mgrpo_jax.models.loading import load_model
   world = WorldConfig(**config.world.to_dict())
@@ -195,7 +197,7 @@ def build_models(config, meshes, data: Data, *, need_sub: bool):
   main = build.init_model(model_config, seed=config.seed, mesh=meshes["main"])
   sub = (build.init_model(model_config, seed=config.seed + 1,
                           mesh=meshes["sub"]) if need_sub else None)
-  if config.sft.steps > 0:
+  if warm_start and config.sft.steps > 0:
     start = time.perf_counter()
     mode = "single" if config.mode == "single" else "multi"
     demo_tasks = data.train[:config.sft.questions]
@@ -260,9 +262,18 @@ class _Side:
                                       else f"{run_dir}/store",
                                       fingerprint=fingerprint(config))
     self.data = load_data(config)
+    self.ckpt = {}
+    for name, trains in (("main", self.trains_main), ("sub", self.trains_sub)):
+      if trains:
+        self.ckpt[name] = checkpoints.AgentCheckpointer(
+            f"{run_dir}/checkpoints", name,
+            max_to_keep=config.checkpoint.max_to_keep,
+            save_every=config.checkpoint.every)
+    resuming = any(c.latest_step() is not None for c in self.ckpt.values())
     need_sub = config.mode != "single"
     self.tok, main_model, sub_model, self.sft_metrics = build_models(
-        config, self.meshes, self.data, need_sub=need_sub)
+        config, self.meshes, self.data, need_sub=need_sub,
+        warm_start=not resuming)
     from flax import nnx
     self.sub_target = (nnx.split(sub_model)[1] if sub_model is not None
                        else None)
@@ -270,13 +281,6 @@ class _Side:
                          self.meshes["main"]) if self.trains_main else None)
     self.sub = (Learner("sub", sub_model, learner_config(config, "sub"),
                         self.meshes["sub"]) if self.trains_sub else None)
-    self.ckpt = {}
-    for name, learner in (("main", self.main), ("sub", self.sub)):
-      if learner is not None:
-        self.ckpt[name] = checkpoints.AgentCheckpointer(
-            f"{run_dir}/checkpoints", name,
-            max_to_keep=config.checkpoint.max_to_keep,
-            save_every=config.checkpoint.every)
     self.controller = None
     if self.samples:
       self.controller = build_team(
