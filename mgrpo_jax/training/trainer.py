@@ -227,6 +227,13 @@ def build_models(config, meshes, data: Data, *, need_sub: bool,
 # -------------------------------------------------------------------- run
 
 
+def checksum(params: Any) -> float:
+  """Sum of |w| over every weight, in float64 on the host: the same weights
+  give the same number in any process."""
+  return float(sum(np.abs(np.asarray(x, np.float64)).sum()
+                   for x in jax.tree.leaves(params)))
+
+
 def absolute(path: str) -> str:
   """Orbax wants absolute paths; gs:// URLs are left alone."""
   import os
@@ -282,6 +289,7 @@ class _Side:
     self.sub = (Learner("sub", sub_model, learner_config(config, "sub"),
                         self.meshes["sub"]) if self.trains_sub else None)
     self.controller = None
+    self.sub_weights = None  # (step, checksum) of the sub weights sampled with.
     if self.samples:
       self.controller = build_team(
           agents_section(config), self.data.backend, main_model=main_model,
@@ -324,11 +332,12 @@ class _Side:
     want = step if self.config.train.staleness == "sync" else max(step - 1, 0)
     engine = self.controller.agents["sub"].policy
     if self.sub is not None and want == self.sub.step_count:
-      engine.update_weights(self.sub.params)
-      return
-    params = self.store.load_weights(
-        "sub", self._wait_weights(want), target=self.sub_target)
+      params = self.sub.params
+    else:
+      params = self.store.load_weights(
+          "sub", self._wait_weights(want), target=self.sub_target)
     engine.update_weights(params)
+    self.sub_weights = (want, checksum(params))
 
   def _wait_weights(self, want: int) -> int:
     timeout = self.config.store.timeout_s
@@ -364,6 +373,9 @@ class _Side:
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
         self.weights, config)
     metrics.update(rollout_metrics)
+    if self.sub_weights is not None:
+      metrics["weights/sub_step"], metrics["weights/sub_checksum"] = (
+          self.sub_weights)
     if config.mode != "single":
       start = time.perf_counter()
       record = batches.sub_record(rollouts, scores)
@@ -400,6 +412,7 @@ class _Side:
     metrics = prefixed("sub", self.sub.step(batch))
     metrics.update(prefixed("align", stats))
     self.publish_sub(step + 1)
+    metrics["weights/published_checksum"] = checksum(self.sub.params)
     metrics["time/sub_update"] = time.perf_counter() - start
     return metrics
 
