@@ -28,3 +28,21 @@ _CACHE = tempfile.mkdtemp(prefix="mgrpo_jax_test_xla_cache_")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "slow: minutes-long end-to-end checks; run with "
+      "MGRPO_JAX_SLOW=1 (bash launch/test_slow.sh), not in the default run")
+
+
+def pytest_collection_modifyitems(config, items):
+  if os.environ.get("MGRPO_JAX_SLOW") == "1":
+    return
+  skip = pytest.mark.skip(reason="slow: set MGRPO_JAX_SLOW=1 (bash "
+                          "launch/test_slow.sh) to run it")
+  for item in items:
+    if "slow" in item.keywords:
+      item.add_marker(skip)

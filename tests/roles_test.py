@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from mgrpo_jax.training.metrics import MetricsWriter
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -19,6 +21,7 @@ def get_config():
 """
 
 
+@pytest.mark.slow  # About 4 minutes on 2 cores: two processes, two warm starts.
 def test_two_processes_train_through_the_store(tmp_path):
   config = tmp_path / "config.py"
   config.write_text(CONFIG.format(tests=str(ROOT / "tests"),
