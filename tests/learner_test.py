@@ -61,18 +61,23 @@ def test_positive_advantage_raises_its_tokens_logprobs():
 def test_micro_batches_give_the_same_update_as_one_batch():
   tokens, masks = trajectories(4)
   adv = [1.0, -0.5, 0.25, -1.0]
-  results = []
+  results, metrics = [], []
   for micro in (4, 2, 1):
     learner = _learner(micro)
-    learner.step(pack(tokens, masks, adv, micro_batch=micro, min_len=8,
-                      max_len=64))
+    metrics.append(learner.step(pack(tokens, masks, adv, micro_batch=micro,
+                                     min_len=8, max_len=64)))
     results.append(jax.tree.leaves(learner.params))
+  # The accumulated gradient (its norm) and the loss are the whole batch's
+  # whatever the micro-batching: each micro-batch divides by the global
+  # token count. A per-micro-batch denominator would change both.
+  for m in metrics[1:]:
+    assert m["grad_norm"] == pytest.approx(metrics[0]["grad_norm"], rel=1e-5)
+    assert m["loss"] == pytest.approx(metrics[0]["loss"], rel=1e-5, abs=1e-7)
   # Adam divides by the gradient's scale, so float32 summation-order noise
-  # in tiny gradients shows up at ~1e-6 of a 1e-2 step; a wrong denominator
-  # (per micro-batch instead of global) would change updates by ~1e-2.
+  # in near-zero gradients can move a weight by up to ~1e-4 of a 1e-2 step.
   for other in results[1:]:
     for a, b in zip(results[0], other):
-      np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5)
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
 
 
 def test_compilations_stay_constant_across_steps():
