@@ -1,0 +1,505 @@
+"""An oracle policy: plays the agents on the synthetic world from each task's
+gold decomposition, through the real rollout controller (for SFT data).
+
+  main    delegates the sub-questions in order, each with the entity the
+          previous report named ("Which company does Nuko Besho work
+          for?"), then answers with the last report's answer;
+  sub     searches the entity the task names, visits that entity's page
+          (its id read from the search results), and reports
+          "<answer>. Evidence: <the page's sentence>";
+  single  one agent does both: search and visit for each step, then answers.
+
+`OraclePolicy` implements the controller's `Policy` protocol (start /
+extend / generate_turn / release) like `sampling.Engine`, but writes each
+turn with Python: it reads the conversation's user message (the question or
+the delegated task) and the tool results the controller sent back, and looks
+the task up in a `Knowledge` built from the TaskSet (question -> Task,
+sub-question -> gold answer). A delegated task that is not a gold
+sub-question (a mistake upstream) is parsed with the world's relation
+templates and answered from the visited page.
+
+Noise: with probability `noise` per turn the oracle makes one controlled
+mistake (`MISTAKES`): a wrong entity in a delegated task, a wrong answer, or
+a malformed turn (unclosed tag, broken JSON, missing tags), from which it
+recovers by repeating the action on the controller's format error. Noise is
+drawn from an explicit seed, so the same seed gives the same demonstrations.
+
+`demonstrations` runs a whole TaskSet through a team of oracles and returns
+the trajectories (token ids + loss mask: exactly what SFT trains on).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+from typing import Any, Sequence
+
+import jax
+import ml_collections
+import numpy as np
+
+from mgrpo_jax.agents import prompts
+from mgrpo_jax.agents.protocol import (ANSWER_CLOSE, CALL_CLOSE,
+                                       render_answer, render_tool_call)
+from mgrpo_jax.agents.rollout import (DELEGATE, Agent, Delegation,
+                                      RolloutController)
+from mgrpo_jax.agents.team import agents_config, check_agents_config
+from mgrpo_jax.agents.tools import ToolRegistry, search_and_visit
+from mgrpo_jax.agents.trajectory import Rollout, Trajectory
+from mgrpo_jax.data.corpus import LocalCorpus
+from mgrpo_jax.data.task import SubQuestion, Task, TaskSet
+from mgrpo_jax.data.world import RELATIONS, Relation
+from mgrpo_jax.sampling.engine import Result
+from mgrpo_jax.sampling.sampling_params import SamplingParams
+
+ROLES = ("main", "sub", "single")
+MISTAKES = ("wrong_entity", "wrong_answer", "malformed")
+UNKNOWN = "unknown"  # What the oracle answers when it found nothing.
+EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
+
+_TOOL_RESULT = re.compile(
+    r'<tool_response name="([^"]+)">\n(.*)\n</tool_response>', re.S)
+_HIT = re.compile(r"^\[([^\]]+)\] (.*?): ", re.M)
+_KIND = re.compile(r"^(.+?) is an? (\w+)\.")
+_SENTENCE = re.compile(r"[^.\n]+\.")
+_SENTINELS = ("\u2063ORACLE_SYSTEM\u2063", "\u2063ORACLE_USER\u2063")
+
+
+def _template(pattern: str, **slots: str) -> re.Pattern:
+  """A relation template as a regex; `slots` fill its {fields}."""
+  parts = re.split(r"(\{\w+\})", pattern)
+  return re.compile("".join(slots[p[1:-1]] if p.startswith("{")
+                            else re.escape(p) for p in parts))
+
+
+_QUESTIONS = [(r, _template(r.question, x="(.+)")) for r in RELATIONS]
+
+
+def parse_step(text: str) -> tuple[Relation, str] | None:
+  """(relation, entity) of a one-hop question such as "Who founded X?"."""
+  for relation, pattern in _QUESTIONS:
+    match = pattern.fullmatch(text.strip())
+    if match:
+      return relation, match.group(1)
+  return None
+
+
+def read_fact(relation: Relation, entity: str, page: str) -> str | None:
+  """The target a page states for `relation` of `entity`, if it does."""
+  fact = _template(relation.fact, s=re.escape(entity), t="([^.\n]+?)")
+  match = fact.search(page)
+  return match.group(1) if match else None
+
+
+class Knowledge:
+  """What the oracle knows of a TaskSet: tasks by question, gold answers by
+  sub-question, and entity names by kind (for controlled mistakes)."""
+
+  def __init__(self, taskset: TaskSet):
+    self.tasks: dict[str, Task] = {t.question: t for t in taskset.tasks}
+    self.steps: dict[str, SubQuestion] = {}
+    for task in taskset.tasks:
+      if not task.sub_questions:
+        raise ValueError(f"Knowledge: task {task.task_id!r} has no "
+                         "sub_questions; the oracle needs a gold "
+                         "decomposition (synthetic world tasks have one).")
+      for step in task.sub_questions:
+        self.steps[step.question] = step
+    self.kind: dict[str, str] = {}
+    for doc in taskset.documents:
+      match = _KIND.match(doc.text)
+      self.kind[doc.title] = match.group(2) if match else ""
+    self.names_of_kind = collections.defaultdict(list)
+    for name, kind in sorted(self.kind.items()):
+      self.names_of_kind[kind].append(name)
+
+  def task(self, question: str) -> Task:
+    if question not in self.tasks:
+      raise ValueError(f"OraclePolicy: no task has the question "
+                       f"{question!r}; expected a question of the TaskSet "
+                       "the oracle was built from.")
+    return self.tasks[question]
+
+  def other_name(self, name: str, rng: np.random.Generator) -> str:
+    """A different entity of the same kind (any other name if none)."""
+    pool = [n for n in self.names_of_kind.get(self.kind.get(name, ""), ())
+            if n != name] or [n for n in self.kind if n != name]
+    return pool[int(rng.integers(len(pool)))] if pool else f"Not {name}"
+
+  def answer(self, task_text: str, page: str | None) -> str | None:
+    """The gold answer of a sub-question; else what the page states."""
+    if task_text in self.steps:
+      return self.steps[task_text].answer
+    parsed = parse_step(task_text)
+    if parsed is None or page is None:
+      return None
+    return read_fact(*parsed, page)
+
+
+def step_texts(task: Task, answers: Sequence[str]) -> list[str]:
+  """The sub-questions to ask, the entity of each replaced by the answer
+  found for the previous one (gold answers give the gold sub-questions)."""
+  steps = task.sub_questions
+  out = [steps[0].question]
+  for i in range(1, min(len(answers) + 1, len(steps))):
+    out.append(steps[i].question.replace(steps[i - 1].answer, answers[i - 1]))
+  return out
+
+
+def entity_of(task_text: str) -> str:
+  """The entity a one-hop question names (the whole text if none)."""
+  parsed = parse_step(task_text)
+  return parsed[1] if parsed else task_text
+
+
+def report_answer(report: str) -> str:
+  """The answer part of a sub-agent report."""
+  return report.split(EVIDENCE)[0].strip().rstrip(".").strip()
+
+
+def evidence(answer: str, entity: str, page: str | None) -> str:
+  """The page's first sentence naming the entity and the answer, else the
+  first naming the answer (or "")."""
+  sentences = [s.strip() for s in _SENTENCE.findall(page or "")
+               if answer in s]
+  both = [s for s in sentences if entity in s]
+  return (both or sentences or [""])[0]
+
+
+def pick_page(search_output: str, entity: str) -> str | None:
+  """The id of the search hit titled `entity`, else of the first hit."""
+  hits = _HIT.findall(search_output)
+  for doc_id, title in hits:
+    if title.strip().lower() == entity.strip().lower():
+      return doc_id
+  return hits[0][0] if hits else None
+
+
+@dataclasses.dataclass
+class _State:
+  """A conversation as the oracle sees it."""
+  tokens: list[int]
+  seen: int = 0  # Ids already read (the prompt, then up to the last turn).
+  user: str | None = None  # The first user message (question / task).
+  # (tool, output) of each tool result received, in order.
+  results: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  answer_now: bool = False  # The last message asked for the answer now.
+
+
+class OraclePolicy:
+  """A `Policy` (see agents/rollout.py) that plays one role as the oracle.
+
+  Args:
+    tokenizer: the agents' tokenizer (a ChatML or any chat template).
+    knowledge: `Knowledge` of the TaskSet being rolled out.
+    role: "main" (delegates), "sub" (searches for a delegated task) or
+      "single" (searches for the question itself).
+    noise: chance in [0, 1] of a controlled mistake per turn.
+    rng: the noise's random generator, or a seed for one.
+    max_conversations, cache_len: row and context budgets, as an Engine's.
+  """
+
+  def __init__(self, tokenizer: Any, knowledge: Knowledge, role: str, *,
+               noise: float = 0.0, rng: np.random.Generator | int = 0,
+               max_conversations: int = 64, cache_len: int = 4096):
+    if role not in ROLES:
+      raise ValueError(f"OraclePolicy: role={role!r}; expected one of "
+                       f"{list(ROLES)}.")
+    if not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
+      raise ValueError(f"OraclePolicy: noise={noise!r}; expected a number in "
+                       "[0, 1].")
+    self.tokenizer, self.knowledge, self.role = tokenizer, knowledge, role
+    self.noise = float(noise)
+    self.rng = np.random.default_rng(rng)
+    self.max_conversations, self.cache_len = max_conversations, cache_len
+    self.mistakes = collections.Counter()  # Mistakes made, by kind.
+    self._convs: dict[int, _State] = {}
+    self._next = 0
+    chat = tokenizer.apply_chat_template(
+        [{"role": "system", "content": _SENTINELS[0]},
+         {"role": "user", "content": _SENTINELS[1]}],
+        add_generation_prompt=True)
+    system_end = chat.index(_SENTINELS[0]) + len(_SENTINELS[0])
+    user_start = chat.index(_SENTINELS[1])
+    self._user_open = chat[system_end:user_start]
+    self._user_close = chat[user_start + len(_SENTINELS[1]):]
+
+  # ----------------------------------------------------------- Policy API
+
+  @property
+  def num_free(self) -> int:
+    return self.max_conversations - len(self._convs)
+
+  def start(self, prompt_tokens: Sequence[int]) -> int:
+    if self.num_free <= 0:
+      raise ValueError(f"OraclePolicy.start: all max_conversations="
+                       f"{self.max_conversations} rows are in use.")
+    conv_id = self._next
+    self._next += 1
+    self._convs[conv_id] = _State([int(t) for t in prompt_tokens])
+    return conv_id
+
+  def extend(self, conv_id: int, tokens: Sequence[int]) -> None:
+    state = self._convs[conv_id]
+    if len(state.tokens) + len(tokens) > self.cache_len:
+      raise ValueError(f"OraclePolicy.extend: conversation {conv_id} would "
+                       f"hold more than cache_len={self.cache_len} ids.")
+    state.tokens.extend(int(t) for t in tokens)
+
+  def release(self, conv_id: int) -> None:
+    del self._convs[conv_id]
+
+  def generate_turn(self, conv_ids: Sequence[int], params: SamplingParams,
+                    key: jax.Array, *, decode_fn: Any = None) -> list[Result]:
+    """One oracle turn per conversation, cut like the engine's output: at
+    the first stop string (no end-of-turn id), else ended by eos."""
+    del key, decode_fn  # The oracle's randomness is its own rng.
+    out = []
+    for conv_id in conv_ids:
+      state = self._convs[conv_id]
+      self._read(state)
+      text = self._turn(state)
+      ends = [text.find(s) + len(s) for s in params.stop_strings if s in text]
+      if ends:
+        ids = self.tokenizer.encode(text[:min(ends)])
+      else:
+        ids = self.tokenizer.encode(text) + [self.tokenizer.eos_id]
+      budget = min(params.max_new_tokens, self.cache_len - len(state.tokens))
+      finish = "stop" if len(ids) <= budget else "length"
+      ids = ids[:max(budget, 0)]
+      state.tokens.extend(ids)
+      state.seen = len(state.tokens)
+      out.append(Result(ids, np.zeros(len(ids), np.float32), finish,
+                        conv_id))
+    return out
+
+  # ------------------------------------------------------------- reading
+
+  def _read(self, state: _State) -> None:
+    """Takes in what arrived since the last turn: the prompt's user
+    message, or the tool result / error the controller sent."""
+    text = self.tokenizer.decode(state.tokens[state.seen:])
+    if state.user is None:
+      if not text.endswith(self._user_close) or self._user_open not in text:
+        raise ValueError("OraclePolicy: the prompt does not end with the "
+                         "user message and the generation prompt (an "
+                         "agent's first_turn_prefix is not supported).")
+      begin = text.index(self._user_open) + len(self._user_open)
+      state.user = text[begin:len(text) - len(self._user_close)]
+      return
+    results = _TOOL_RESULT.findall(text)
+    if results:
+      state.results.append(results[-1])
+    state.answer_now = prompts.ANSWER_NOW in text
+
+  # ------------------------------------------------------------- writing
+
+  def _mistake(self, *kinds: str) -> str | None:
+    """A mistake kind with probability `noise`, else None."""
+    if self.noise and self.rng.random() < self.noise:
+      kind = kinds[int(self.rng.integers(len(kinds)))]
+      self.mistakes[kind] += 1
+      return kind
+    return None
+
+  def _malformed(self, action: str) -> str:
+    """`action` broken so that the protocol parser rejects it."""
+    ways = ["unclosed", "untagged"] + (["json"] if "}" in action else [])
+    way = ways[int(self.rng.integers(len(ways)))]
+    if way == "unclosed":
+      return action.replace(CALL_CLOSE, "").replace(ANSWER_CLOSE, "")
+    if way == "json":
+      cut = action.rindex("}")
+      return action[:cut] + action[cut + 1:]
+    return re.sub(r"</?(tool_call|answer)>", "", action)
+
+  def _call(self, thought: str, name: str, **arguments: str) -> str:
+    action = render_tool_call(name, arguments)
+    if self._mistake("malformed"):
+      action = self._malformed(action)
+    return f"{thought} {action}"
+
+  def _final(self, thought: str, answer: str, evidence_text: str = "") -> str:
+    """The final answer (a sub-agent's report: answer, then evidence)."""
+    kind = self._mistake("wrong_answer", "malformed")
+    if kind == "wrong_answer":
+      answer = self.knowledge.other_name(answer, self.rng)
+      evidence_text = ""
+    action = render_answer(f"{answer}{EVIDENCE}{evidence_text}"
+                           if evidence_text else answer)
+    if kind == "malformed":
+      action = self._malformed(action)
+    return f"{thought} {action}"
+
+  def _turn(self, state: _State) -> str:
+    return {"main": self._main_turn, "sub": self._sub_turn,
+            "single": self._single_turn}[self.role](state)
+
+  def _main_turn(self, state: _State) -> str:
+    task = self.knowledge.task(state.user)
+    reports = [report_answer(text) for name, text in state.results
+               if name == DELEGATE.name]
+    if state.answer_now or len(reports) >= len(task.sub_questions):
+      answer = reports[-1] if reports else UNKNOWN
+      return self._final("The reports answer the question.", answer)
+    step = step_texts(task, reports)[len(reports)]
+    kind = self._mistake("wrong_entity", "malformed")
+    if kind == "wrong_entity":
+      entity = entity_of(step)
+      step = step.replace(entity, self.knowledge.other_name(entity, self.rng))
+    action = render_tool_call(DELEGATE.name,
+                              {next(iter(DELEGATE.required)): step})
+    if kind == "malformed":
+      action = self._malformed(action)
+    return f"I delegate the next step. {action}"
+
+  def _research(self, task_text: str, results: Sequence[tuple[str, str]],
+                answer_now: bool) -> str | tuple[str, str | None]:
+    """One one-hop question: the next turn (search, then visit), or
+    (answer, page read or None) when it is time to answer."""
+    outputs = dict(results)
+    if "visit" in outputs:
+      page = outputs["visit"]
+      return self.knowledge.answer(task_text, page) or UNKNOWN, page
+    if answer_now:
+      return self.knowledge.answer(task_text, None) or UNKNOWN, None
+    entity = entity_of(task_text)
+    if "search" not in outputs:
+      return self._call("I search for it.", "search", query=entity)
+    page_id = pick_page(outputs["search"], entity)
+    if page_id is None:
+      return UNKNOWN, None
+    return self._call("I read its page.", "visit", page=page_id,
+                      goal=task_text)
+
+  def _sub_turn(self, state: _State) -> str:
+    turn = self._research(state.user, state.results, state.answer_now)
+    if isinstance(turn, str):
+      return turn
+    answer, page = turn
+    return self._final("I found the answer.", answer,
+                       evidence(answer, entity_of(state.user), page))
+
+  def _single_turn(self, state: _State) -> str:
+    """Search and visit for each step in turn; a visit ends a step."""
+    task = self.knowledge.task(state.user)
+    answers, current = [], []
+    for name, text in state.results:
+      current.append((name, text))
+      if name == "visit":
+        step = step_texts(task, answers)[len(answers)]
+        answers.append(self.knowledge.answer(step, text) or UNKNOWN)
+        current = []
+    if len(answers) < len(task.sub_questions) and not state.answer_now:
+      step = step_texts(task, answers)[len(answers)]
+      turn = self._research(step, current, False)
+      if isinstance(turn, str):
+        return turn
+      answers.append(turn[0])  # The search found no page: give up.
+    return self._final("I found the answer.",
+                       answers[-1] if answers else UNKNOWN)
+
+
+# ------------------------------------------------------------ demonstrations
+
+
+def _sampling(section: ml_collections.ConfigDict) -> SamplingParams:
+  return SamplingParams(temperature=0.0, max_new_tokens=section.max_new_tokens)
+
+
+def oracle_team(taskset: TaskSet, tokenizer: Any,
+                agents: ml_collections.ConfigDict, *, noise: float = 0.0,
+                seed: int = 0) -> RolloutController:
+  """The team `agents.build_team` builds for `agents` (a run's `agents`
+  section), each agent played by an `OraclePolicy` instead of an Engine."""
+  config = agents
+  check_agents_config(config)
+  if config.reason_tool:
+    raise ValueError("oracle_team: config.agents.reason_tool=True is not "
+                     "supported (the oracle never calls reason); expected "
+                     "False.")
+  for side in ("main", "sub"):
+    if config[side].first_turn_prefix:
+      raise ValueError(f"oracle_team: config.agents.{side}.first_turn_prefix="
+                       f"{config[side].first_turn_prefix!r} is not supported; "
+                       "expected ''.")
+  knowledge = Knowledge(taskset)
+  tools = ToolRegistry(search_and_visit(
+      LocalCorpus(taskset.documents, source=taskset.name),
+      default_k=config.search_k, visit_budget_chars=config.visit_chars))
+  common = dict(answer_reserve=config.answer_reserve,
+                strict_format=config.strict_format)
+
+  def policy(role: str, section: ml_collections.ConfigDict, stream: int):
+    return OraclePolicy(tokenizer, knowledge, role, noise=noise,
+                        rng=np.random.default_rng([seed, stream]),
+                        max_conversations=section.rows,
+                        cache_len=section.context_tokens)
+
+  if config.mode == "single":
+    return RolloutController(Agent(
+        "single", policy("single", config.main, 0), tokenizer,
+        prompts.SINGLE_ROLE, _sampling(config.main), tools=tools,
+        max_turns=config.main.max_turns, **common))
+  main = Agent("main", policy("main", config.main, 0), tokenizer,
+               prompts.MAIN_ROLE, _sampling(config.main),
+               delegations=[Delegation(DELEGATE, "sub")],
+               max_turns=config.main.max_turns, **common)
+  sub = Agent("sub", policy("sub", config.sub, 1), tokenizer,
+              prompts.SUB_ROLE, _sampling(config.sub), tools=tools,
+              max_turns=config.sub.max_turns, **common)
+  return RolloutController(main, [sub])
+
+
+def _config(mode: str | None, context_tokens: int | None,
+            agents: ml_collections.ConfigDict | None
+            ) -> ml_collections.ConfigDict:
+  config = (agents_config() if agents is None
+            else agents.copy_and_resolve_references())
+  if mode is not None:
+    config.mode = mode
+  if context_tokens is not None:
+    for side in ("main", "sub"):
+      config[side].context_tokens = context_tokens
+  return config
+
+
+def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
+                    mode: str | None = None,
+                    noise: float = 0.0, seed: int = 0, group_size: int = 1,
+                    context_tokens: int | None = None,
+                    agents: ml_collections.ConfigDict | None = None
+                    ) -> list[list[Rollout]]:
+  """Rollouts [B][K] of every task of `taskset` by a team of oracles
+  (arguments as `demonstrations`')."""
+  controller = oracle_team(taskset, tokenizer,
+                           _config(mode, context_tokens, agents),
+                           noise=noise, seed=seed)
+  return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
+
+
+def demonstrations(taskset: TaskSet, tokenizer: Any, *,
+                   mode: str | None = None,
+                   noise: float = 0.0, seed: int = 0, group_size: int = 1,
+                   context_tokens: int | None = None,
+                   agents: ml_collections.ConfigDict | None = None
+                   ) -> list[Trajectory]:
+  """Every trajectory (main, then its sub-agents, per rollout) the oracle
+  team writes for `taskset`: the SFT warm start's data.
+
+  Args:
+    taskset: tasks with gold decompositions and their corpus.
+    tokenizer: the agents' tokenizer.
+    mode: "multi" (main + sub-agent) or "single" (None: the config's).
+    noise: chance of a controlled mistake per turn (0: perfect play).
+    seed: seeds the mistakes; same seed, same demonstrations.
+    group_size: rollouts per task (differ only when noise > 0).
+    context_tokens: both agents' context budget (None: the config's).
+    agents: the run's `agents` config section (default `agents_config()`);
+      budgets, turns and tool settings are taken from it.
+  """
+  rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise, seed=seed,
+                         group_size=group_size, context_tokens=context_tokens,
+                         agents=agents)
+  return [t for row in rows for r in row for t in (r.main, *r.subs)]
