@@ -30,11 +30,15 @@ def main(argv: list[str]) -> None:
   if config.get("task", "toy_delegation") == "agents":
     from mgrpo_jax.models.loading import enable_compilation_cache
     from mgrpo_jax.training import trainer
+    from mgrpo_jax.training.store import StoreError
     enable_compilation_cache()
     try:
       metrics = trainer.run(config, role=_ROLE.value, log=logging.info)
     except config_checks.ConfigError as e:
       raise app.UsageError(str(e)) from e
+    except StoreError as e:  # The other side is gone or the store broke.
+      logging.error("%s", e)
+      raise SystemExit(f"stopped: {e}") from e
     logging.info("done: %s", {k: round(v, 4) for k, v in metrics.items()})
     return
   try:

@@ -122,6 +122,15 @@ def test_latest_wins_max_to_keep_prunes_save_every_skips(tmp_path):
       ckpt.save(3, *small_state(3, m), key=jax.random.PRNGKey(3),
                 data_position=3, force=True)
   assert sorted(os.listdir(tmp_path / "sub")) == ["4", "5"]
+  # Dropping the steps after 4 lets step 5 be saved again (a redone step).
+  with AgentCheckpointer(tmp_path, "sub", max_to_keep=2) as ckpt:
+    assert ckpt.discard_after(4) == [5] and ckpt.steps() == [4]
+    assert ckpt.save(5, *small_state(7, m), key=jax.random.PRNGKey(7),
+                     data_position=7)
+    ckpt.wait_until_finished()
+    assert ckpt.restore_latest(*small_state(0, m)).data_position == 7
+    assert ckpt.discard_after(None) == [4, 5] and ckpt.latest_step() is None
+  assert os.listdir(tmp_path / "sub") == []
 
 
 def test_half_written_step_directories_are_ignored(tmp_path):

@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = """
 import pathlib, sys
 sys.path.insert(0, {tests!r})
-from trainer_test import tiny_config
+from trainer_test_utils import tiny_config
 
 def get_config():
   return tiny_config(pathlib.Path({tmp!r}), steps=3)

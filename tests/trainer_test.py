@@ -1,81 +1,152 @@
-"""The M-GRPO trainer end to end on a tiny team: store, learners, resume."""
+"""The M-GRPO trainer end to end on a tiny team: store, learners, resume
+after SIGKILL, staleness, a sub side that never answers, bad configs."""
 
-import importlib.util
 import json
+import os
 import pathlib
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from trainer_test_utils import ROOT, tiny_config
 
 from mgrpo_jax.training import trainer
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.metrics import MetricsWriter
+from mgrpo_jax.training.store import StoreTimeout
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+# A config file for a child process: the same tiny config, from JSON.
+CHILD_CONFIG = """
+import json, ml_collections
+def get_config():
+  return ml_collections.ConfigDict(json.loads({text!r}))
+"""
 
-
-def tiny_config(tmp_path, **train):
-  spec = importlib.util.spec_from_file_location(
-      "mgrpo_tiny", ROOT / "configs" / "mgrpo_tiny.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
-  config.run_dir = str(tmp_path / "run")
-  config.model.vocab_size = 512
-  config.model.hidden_size = 32
-  config.model.num_layers = 1
-  config.sft.steps = 2
-  config.sft.batch_size = 4
-  config.sft.questions = 4
-  config.world.num_entities = 40
-  config.world.train_questions = 8
-  config.world.validation_questions = 2
-  config.world.test_questions = 2
-  config.world.max_hops = 1
-  for side in ("main", "sub"):
-    config.agents[side].max_turns = 2
-    config.agents[side].max_new_tokens = 64
-    config.agents[side].context_tokens = 1024
-    config.agents[side].rows = 4
-    config.learner[side].max_len = 1024
-    config.learner[side].min_len = 256
-    config.learner[side].micro_batch = 4
-  config.train.questions_per_step = 2
-  config.train.group_size = 2
-  config.train.eval_questions = 2
-  config.train.eval_every = 2
-  config.checkpoint.every = 1
-  config.train.update(train)
-  return config
+# Differ between two identical runs: clocks and speeds.
+UNTIMED = ("time", "time/", "rollout/tokens_per_second")
 
 
-def test_steps_store_checkpoints_and_resume(tmp_path, monkeypatch):
+def by_step(records):
+  """{step: every metric logged for it}; a step logged again (a resumed
+  run redoing the step it was killed in) keeps its newest values."""
+  out = {}
+  for r in records:
+    out.setdefault(r["step"], {}).update(
+        {k: v for k, v in r.items() if not k.startswith(UNTIMED)})
+  return out
+
+
+def wait_for_step(path: pathlib.Path, step: int, proc, timeout_s=600.0):
+  start = time.monotonic()
+  while time.monotonic() - start < timeout_s:
+    if proc.poll() is not None:
+      out = proc.stdout.read()
+      pytest.fail(f"the run ended (rc {proc.returncode}) before step {step}:"
+                  f"\n{out[-3000:]}")
+    if path.is_file():
+      for line in path.read_text().splitlines():
+        try:
+          if json.loads(line)["step"] >= step:
+            return
+        except (ValueError, KeyError):
+          continue
+    time.sleep(0.2)
+  proc.kill()
+  pytest.fail(f"no step {step} in {path} after {timeout_s} s")
+
+
+def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
-  config = tiny_config(tmp_path, steps=2)
+  logs = []
+  # 1. The uninterrupted reference: 3 steps, sub weights one step stale.
+  ref = tiny_config(tmp_path / "ref", steps=3, staleness="one_step")
   logged = []
-  trainer.run(config, on_log=lambda step, m: logged.append(step),
-              log=lambda message: None)
-  assert logged == [1, 2]
-  run = pathlib.Path(config.run_dir)
-  store = run / "store"
-  assert sorted(p.name for p in (store / "steps").iterdir())[-2:] == [
-      "00000000", "00000001"] or len(list((store / "steps").iterdir())) == 2
+  trainer.run(ref, on_log=lambda step, m: logged.append(step),
+              log=logs.append)
+  assert logged == [1, 2, 3]
+  run = pathlib.Path(ref.run_dir)
+  assert sorted(p.name for p in (run / "store" / "steps").iterdir()) == [
+      "0000000000", "0000000001", "0000000002"]
   for agent in ("main", "sub"):
-    assert (run / "checkpoints" / agent / "2").is_dir()
+    assert (run / "checkpoints" / agent / "3").is_dir()
   records = MetricsWriter.read(run / "all")
-  steps = [r["step"] for r in records]
-  assert steps == [0, 0, 1, 2]  # SFT, the step-0 evaluation, two steps.
+  assert [r["step"] for r in records] == [0, 0, 1, 2, 3]  # SFT, eval, steps.
   for key in ("main/reward", "sub/calls_per_rollout", "time/rollout",
-              "main/loss", "sub/loss", "time/step"):
+              "main/loss", "sub/loss", "time/step", "eval/accuracy"):
     assert key in records[-1]
-  assert "eval/accuracy" in records[-1]
-  # Resume: the same run asked for 3 steps does only step 3.
-  config.train.steps = 3
+  expected = by_step(records)
+  # one_step: rollout n (logged as step n+1) sampled the sub weights after
+  # update n-1, and those are the weights the sub side published then.
+  for step in (1, 2, 3):
+    assert expected[step]["weights/sub_step"] == max(step - 2, 0)
+  assert expected[3]["weights/sub_checksum"] == (
+      expected[1]["weights/published_checksum"])
+
+  # 2. The same run in a child process, SIGKILLed once step 1 is logged.
+  killed = tiny_config(tmp_path / "killed", steps=3, staleness="one_step")
+  config_file = tmp_path / "child_config.py"
+  config_file.write_text(CHILD_CONFIG.format(text=killed.to_json()))
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=8")
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "mgrpo_jax.main", "--config", str(config_file)],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+      text=True)
+  metrics_file = pathlib.Path(killed.run_dir) / "all" / "metrics.jsonl"
+  wait_for_step(metrics_file, 1, proc)
+  checkpoints = pathlib.Path(killed.run_dir) / "checkpoints"
+  while not all((checkpoints / a / "1").is_dir() for a in ("main", "sub")):
+    assert proc.poll() is None, proc.stdout.read()[-3000:]
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait(timeout=60)
+  assert proc.returncode == -signal.SIGKILL
+  before = by_step(MetricsWriter.read(metrics_file.parent))
+  assert max(before) in (1, 2)  # Killed inside step 2 or 3.
+
+  # 3. Resume: no step lost, none repeated, the same numbers as step 1.
   logged.clear()
-  trainer.run(config, on_log=lambda step, m: logged.append(step),
-              log=lambda message: None)
-  assert logged == [3]
-  assert [r["step"] for r in MetricsWriter.read(run / "all")] == [
-      0, 0, 1, 2, 3]
+  logs.clear()
+  trainer.run(killed, on_log=lambda step, m: logged.append(step),
+              log=logs.append)
+  assert logged and logged[-1] == 3
+  assert logged == list(range(logged[0], 4))
+  assert any("resumed from the checkpoint" in m for m in logs)
+  after = MetricsWriter.read(metrics_file.parent)
+  assert sum("sft/main_loss_last" in r for r in after) == 1  # SFT ran once.
+  got = by_step(after)
+  assert sorted(got) == sorted(expected) == [0, 1, 2, 3]
+  for step in expected:
+    assert got[step].keys() == expected[step].keys(), step
+    for key, value in expected[step].items():
+      assert got[step][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (
+          step, key)
+
+  # 4. --role=main alone, with sync staleness: step 4 samples the weights
+  # published after update 3, then waits for update 4 that no sub side will
+  # publish; it stops with a clear message and keeps what it wrote.
+  killed.train.steps = 5
+  killed.train.staleness = "sync"
+  killed.store.timeout_s = 2.0
+  logged.clear()
+  logs.clear()
+  with pytest.raises(StoreTimeout, match=r"weights of step 4.*--role=sub.*"
+                     r"config.store.timeout_s"):
+    trainer.run(killed, role="main", on_log=lambda s, m: logged.append(s),
+                log=logs.append)
+  assert logged == [4]
+  assert any("waiting for the sub side's weights of step 4" in m
+             for m in logs)
+  main_records = by_step(MetricsWriter.read(pathlib.Path(killed.run_dir)
+                                            / "main"))
+  assert main_records[4]["weights/sub_step"] == 3
+  assert main_records[4]["weights/sub_checksum"] == (
+      got[3]["weights/published_checksum"])
+  assert (pathlib.Path(killed.run_dir) / "checkpoints" / "main" / "4").is_dir()
+  assert (pathlib.Path(killed.run_dir) / "store" / "steps" /
+          "0000000003").is_dir()
 
 
 def test_bad_config_is_refused_before_any_compute(tmp_path):
@@ -91,6 +162,20 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
   with pytest.raises(ConfigError, match="--role=sub with config.mode"):
     trainer.run(config, role="sub", log=lambda m: None)
   config.mode = "mgrpo"
+  for field, bad in (("advantage.scale", "zscore"),
+                     ("advantage.sub_group_by", "agent"),
+                     ("align.fill", "zeros"), ("reward.preset", "mine"),
+                     ("train.staleness", "two_steps")):
+    section, name = field.split(".")
+    good = config[section][name]
+    config[section][name] = bad
+    with pytest.raises(ConfigError, match=f"config.{field}='{bad}'"):
+      trainer.run(config, log=lambda m: None)
+    config[section][name] = good
+  config.learner.main.aggregation = "token_sum"
+  with pytest.raises(ConfigError, match="config.learner.main.*token_sum"):
+    trainer.run(config, log=lambda m: None)
+  config.learner.main.aggregation = "token_mean"
   config.learner.main.micro_batch = 0
   with pytest.raises(ConfigError, match="config.learner.main"):
     trainer.run(config, log=lambda m: None)

@@ -247,6 +247,18 @@ class AgentCheckpointer:
       return None
     return self.restore(step, target_params, target_opt_state)
 
+  def discard_after(self, step: int | None) -> list[int]:
+    """Deletes the checkpoints newer than `step` (all of them for None);
+    returns their steps. A run whose agents were killed between their saves
+    resumes all agents from the newest step they share, redoing the rest."""
+    self._check_open("discard_after")
+    self._manager.wait_until_finished()
+    newer = [s for s in self.steps() if step is None or s > step]
+    for s in newer:
+      self._manager.delete(s)
+    self._manager.reload()
+    return newer
+
   # -------------------------------------------------------------- lifetime
 
   def wait_until_finished(self) -> None:

@@ -32,12 +32,15 @@ import numpy as np
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.rollout import RolloutController
 from mgrpo_jax.agents.team import build_team
+from mgrpo_jax.core import registry
+from mgrpo_jax.core.alignment import FILLS
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_tasks
 from mgrpo_jax.data.task import Task
 from mgrpo_jax.data.world import WorldConfig
-from mgrpo_jax.training import batches
+from mgrpo_jax.training import batches, config_checks
+from mgrpo_jax.training import store as store_lib
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.learner import Learner, LearnerConfig
 
@@ -65,6 +68,14 @@ def check_config(config: ml_collections.ConfigDict, role: str) -> None:
   if not isinstance(config.align.d_max, int) or config.align.d_max < 1:
     raise ConfigError(f"config.align.d_max={config.align.d_max!r}: expected "
                       "an integer >= 1 (sub-agent slots per rollout).")
+  config_checks.choice(config, "advantage.scale",
+                       registry.ADVANTAGE_SCALES.names())
+  config_checks.choice(config, "advantage.sub_group_by",
+                       ("question", "rollout"))
+  config_checks.choice(config, "align.fill", FILLS)
+  config_checks.choice(config, "reward.preset",
+                       registry.REWARD_PRESETS.names())
+  config_checks.number(config, "advantage.eps", minimum=0.0)
   if role == "sub" and config.mode != "mgrpo":
     raise ConfigError(f"--role=sub with config.mode={config.mode!r}: only "
                       "mode 'mgrpo' trains a sub-agent.")
@@ -253,7 +264,7 @@ class _Side:
   """What one process of a run holds (see `run`)."""
 
   def __init__(self, config, role: str, log: Callable[[str], None]):
-    from mgrpo_jax.training import checkpoints, meshes, store as store_lib
+    from mgrpo_jax.training import checkpoints, meshes
     check_config(config, role)
     self.config, self.role, self.log = config, role, log
     self.trains_main = role in ("all", "main")
@@ -276,7 +287,8 @@ class _Side:
             f"{run_dir}/checkpoints", name,
             max_to_keep=config.checkpoint.max_to_keep,
             save_every=config.checkpoint.every)
-    resuming = any(c.latest_step() is not None for c in self.ckpt.values())
+    self.resume_step = self._common_step()
+    resuming = self.resume_step is not None
     need_sub = config.mode != "single"
     self.tok, main_model, sub_model, self.sft_metrics = build_models(
         config, self.meshes, self.data, need_sub=need_sub,
@@ -299,24 +311,36 @@ class _Side:
         if k != "preset" and v is not None})
     self.start_step = self._resume()
 
+  def _common_step(self) -> int | None:
+    """The newest step every agent this process trains has a checkpoint of
+    (None: start afresh). A run killed between the agents' saves left one
+    agent a step ahead: that newer checkpoint is dropped and the step is
+    redone (same seed, same result)."""
+    if not self.ckpt:
+      return None
+    saved = {name: set(c.steps()) for name, c in self.ckpt.items()}
+    common = set.intersection(*saved.values())
+    step = max(common) if common else None
+    for name, ckpt in self.ckpt.items():
+      dropped = ckpt.discard_after(step)
+      if dropped:
+        self.log(f"{name}: dropped the checkpoint(s) of step(s) {dropped}, "
+                 f"newer than the newest step all agents saved ({step}); "
+                 "they are redone")
+    return step
+
   def _resume(self) -> int:
-    steps = []
+    if self.resume_step is None:
+      return 0
     for name, learner in (("main", self.main), ("sub", self.sub)):
       if learner is None:
         continue
-      restored = self.ckpt[name].restore_latest(learner.params,
-                                                learner.opt_state)
-      if restored is None:
-        steps.append(0)
-        continue
+      restored = self.ckpt[name].restore(self.resume_step, learner.params,
+                                         learner.opt_state)
       learner.params, learner.opt_state = restored.params, restored.opt_state
       learner.step_count = restored.step
-      steps.append(restored.step)
       self.log(f"{name}: resumed from the checkpoint of step {restored.step}")
-    if len(set(steps)) > 1:
-      raise RuntimeError(f"the agents' checkpoints stand at different steps "
-                         f"{steps}; delete the newer one or restore by hand.")
-    return steps[0] if steps else 0
+    return self.resume_step
 
   # ------------------------------------------------------------- weights
 
@@ -342,20 +366,23 @@ class _Side:
   def _wait_weights(self, want: int) -> int:
     timeout = self.config.store.timeout_s
     start = time.perf_counter()
+    next_status = start  # A status line as soon as it waits, then every 5 s.
     while True:
       latest = self.store.latest_weights_step("sub")
       if latest is not None and latest >= want:
         return want
       waited = time.perf_counter() - start
       if waited > timeout:
-        raise TimeoutError(
+        raise store_lib.StoreTimeout(
             f"waited {waited:.0f} s for the sub side's weights of step "
-            f"{want} in {self.store.root} (latest: {latest}); is the "
-            "--role=sub process running? (config.store.timeout_s="
-            f"{timeout})")
-      if int(waited) % 10 == 0:
+            f"{want} in {self.store.root} (latest published: {latest}); is "
+            "the --role=sub process running? Raise config.store.timeout_s "
+            f"(now {timeout}) if it is just slow. Everything up to the last "
+            "finished step is saved; start this process again to resume.")
+      if time.perf_counter() >= next_status:
+        next_status += 5.0
         self.log(f"waiting for the sub side's weights of step {want} "
-                 f"({waited:.0f} s)")
+                 f"({waited:.0f} s of {timeout:.0f} s)")
       time.sleep(0.5)
 
   # ---------------------------------------------------------------- steps
@@ -469,8 +496,11 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
       if side.samples and (done % c.eval_every == 0 or done == c.steps):
         metrics.update(evaluate_greedy(side.controller, side.data.validation))
       metrics["time/step"] = time.perf_counter() - start
-      side.save(done, step_key, force=done == c.steps)
+      # Metrics first, then the checkpoint: a run killed between the two
+      # redoes this step on resume (same seed, same numbers) and appends
+      # its record again; killed the other way round it would lose it.
       writer.write(done, metrics)
+      side.save(done, step_key, force=done == c.steps)
       bar.update(done, {k: metrics[k] for k in (
           "main/accuracy", "eval/accuracy", "sub/reward") if k in metrics})
       last = metrics
