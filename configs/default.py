@@ -1,33 +1,91 @@
-"""Default M-GRPO run: `python -m mgrpo_jax.main --config configs/default.py`.
+"""M-GRPO on the synthetic world with a tiny from-scratch team (CPU-sized).
 
-Until the LLM agents land this trains the toy delegation task
-(mgrpo_jax/training/toy.py) with the full M-GRPO step. Every field can be
-overridden on the command line, e.g. `--config.train.steps=50`.
+`python -m mgrpo_jax.main --config configs/mgrpo_tiny.py`: a tokenizer is
+trained on the world, a tiny Llama per agent is warm-started by SFT on
+oracle demonstrations, then both agents train with M-GRPO, each on its own
+mesh. Every field can be overridden, e.g. `--config.train.steps=5`.
 """
 
 import ml_collections
 from ml_collections import config_dict
 
+from mgrpo_jax.agents.team import agents_config
+from mgrpo_jax.training.meshes import default_config as mesh_config
+
+
+def _learner(learning_rate: float) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.learning_rate = learning_rate  # AdamW peak learning rate.
+  c.warmup_steps = 0  # Linear warm-up steps.
+  c.total_steps = 1000  # Cosine decay length (to 10% of the peak).
+  c.weight_decay = 0.0  # AdamW weight decay.
+  c.clip_norm = 1.0  # Global gradient-norm clip.
+  c.b1 = 0.9  # Adam beta1.
+  c.b2 = 0.999  # Adam beta2.
+  c.inner_epochs = 1  # mu: updates per batch of rollouts.
+  c.micro_batch = 8  # Sequences per forward/backward pass.
+  c.min_len = 128  # Smallest padded sequence length (buckets x1, 1.5, 2, 3, ... up to max_len).
+  c.max_len = 1024  # Longest sequence trained on.
+  c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
+  c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high.
+  c.beta = 0.0  # KL weight towards the initial policy.
+  c.aggregation = "token_mean"  # "token_mean", "sequence_mean", "sequence_sum_norm".
+  return c
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.seed = 0  # Seeds every PRNG key of the run: same seed, same run.
-  config.task = "toy_delegation"  # What to train; the only task so far.
+  config.seed = 0  # Seeds every PRNG key and the data order: same seed, same run.
+  config.task = "agents"  # What main.py trains: "agents" (this) or "toy_delegation".
+  config.mode = "mgrpo"  # "mgrpo" (both train), "frozen_sub", "single" (baselines).
+  config.run_dir = "runs/mgrpo_tiny"  # Metrics, checkpoints and (default) the store.
 
-  config.toy = ml_collections.ConfigDict()
-  config.toy.num_questions = 64  # Questions in the toy world (Q).
-  config.toy.num_answers = 4  # Possible answers per hop (A).
-  config.toy.max_hops = 2  # Each question needs 1..max_hops sub-agent hops.
-  config.toy.max_calls = 4  # Most sub-agent calls the main agent can make (C).
+  config.model = ml_collections.ConfigDict()
+  config.model.name = "tiny"  # "tiny" (from scratch) or a model name / directory.
+  config.model.vocab_size = 1024  # Tiny tokenizer's vocabulary (trained on the world).
+  config.model.hidden_size = 128  # Tiny model width.
+  config.model.num_layers = 2  # Tiny model depth.
+
+  config.sft = ml_collections.ConfigDict()
+  config.sft.steps = 150  # SFT warm-start steps on oracle demonstrations (0: none).
+  config.sft.batch_size = 16  # Sequences per SFT step.
+  config.sft.learning_rate = 3e-3  # SFT AdamW learning rate.
+  config.sft.noise = 0.1  # Share of oracle turns with a controlled mistake.
+  config.sft.questions = 200  # Train questions the oracle demonstrates.
+  config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
+
+  config.world = ml_collections.ConfigDict()  # The synthetic world (data/world.py).
+  config.world.num_entities = 200  # Entities, one page each.
+  config.world.train_questions = 400  # Questions in the train split.
+  config.world.validation_questions = 32  # Questions in the validation split.
+  config.world.test_questions = 32  # Questions in the test split.
+  config.world.max_hops = 2  # Questions need 1..max_hops hops.
+  config.world.seed = 0  # Seeds the world.
+
+  config.agents = agents_config()  # The team (agents/team.py).
+  config.agents.main.max_turns = 4  # Main-agent turns before it must answer.
+  config.agents.main.max_new_tokens = 64  # Tokens per main-agent turn.
+  config.agents.main.context_tokens = 1024  # Main-agent context budget.
+  config.agents.main.rows = 64  # Main conversations live at once.
+  config.agents.sub.max_turns = 4  # Sub-agent turns before it must report.
+  config.agents.sub.max_new_tokens = 64  # Tokens per sub-agent turn.
+  config.agents.sub.context_tokens = 1024  # Sub-agent context budget.
+  config.agents.sub.rows = 64  # Sub-agent conversations live at once.
+  config.agents.visit_chars = 300  # Characters of page text a visit returns.
+  config.agents.search_k = 2  # Results per search.
+  config.agents.answer_reserve = 32  # Context ids kept free for a final answer.
 
   config.train = ml_collections.ConfigDict()
-  config.train.steps = 300  # Training steps.
-  config.train.questions_per_step = 16  # Questions per step (B).
-  config.train.group_size = 8  # Rollouts per question, the GRPO group (K).
-  config.train.inner_epochs = 1  # Updates per batch of rollouts (mu).
-  config.train.learning_rate = 0.05  # Adam learning rate, both agents.
-  config.train.train_sub = True  # False: frozen sub-agent baseline.
-  config.train.log_every = 50  # Log metrics every this many steps.
+  config.train.steps = 30  # M-GRPO steps.
+  config.train.questions_per_step = 8  # B: questions per step.
+  config.train.group_size = 4  # K: rollouts per question (the GRPO group).
+  config.train.staleness = "sync"  # "sync" or "one_step" (sub weights one step behind).
+  config.train.eval_every = 10  # Greedy validation accuracy every this many steps.
+  config.train.eval_questions = 32  # Validation questions evaluated.
+
+  config.learner = ml_collections.ConfigDict()
+  config.learner.main = _learner(1e-4)  # Main agent's optimizer and loss.
+  config.learner.sub = _learner(1e-4)  # Sub-agent's optimizer and loss.
 
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).
@@ -35,14 +93,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.advantage.sub_group_by = "question"  # Sub-agent groups: "question" or "rollout".
 
   config.align = ml_collections.ConfigDict()
-  config.align.d_max = 2  # Sub-agent slots per rollout (D_max, M-GRPO alignment).
+  config.align.d_max = 2  # Sub-agent slots per rollout (D_max).
   config.align.fill = "random"  # Fill free slots with "random" or "best" duplicates.
-
-  config.loss = ml_collections.ConfigDict()
-  config.loss.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
-  config.loss.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high (DAPO clip-higher).
-  config.loss.beta = 0.0  # KL penalty weight towards the initial policy (k3).
-  config.loss.aggregation = "token_mean"  # "token_mean", "sequence_mean", "sequence_sum_norm".
 
   config.reward = ml_collections.ConfigDict()
   config.reward.preset = "mgrpo"  # Named weights: "mgrpo", "outcome_only", "with_expert".
@@ -51,4 +103,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.reward.v_fmt = config_dict.placeholder(float)  # Sub format weight (None: preset's).
   config.reward.v_main = config_dict.placeholder(float)  # Sub weight of main's outcome (None: preset's).
   config.reward.v_exp = config_dict.placeholder(float)  # Sub expert-score weight (None: preset's).
+
+  config.mesh = mesh_config()  # Devices per agent (training/meshes.py).
+  config.mesh.share = True  # One CPU device here: agents share it (set False on TPU/GPU).
+
+  config.store = ml_collections.ConfigDict()
+  config.store.root = ""  # Shared store: a directory or gs://bucket/prefix ("": run_dir/store).
+  config.store.timeout_s = 600.0  # How long one side waits for the other.
+
+  config.checkpoint = ml_collections.ConfigDict()
+  config.checkpoint.every = 5  # Save each agent every this many steps (and the last).
+  config.checkpoint.max_to_keep = 3  # Newest checkpoints kept per agent.
   return config

@@ -1,6 +1,6 @@
 """Single-agent GRPO baseline: one tiny model searches and visits itself (no sub-agent).
 
-`python -m mgrpo_jax.main --config configs/single_agent.py`: configs/mgrpo_tiny.py
+`python -m mgrpo_jax.main --config configs/single_agent.py`: configs/default.py
 with `mode="single"` and its own run directory; every other field (and its
 comment) is there.
 """
@@ -12,11 +12,11 @@ import ml_collections
 
 
 def get_config() -> ml_collections.ConfigDict:
-  path = pathlib.Path(__file__).with_name("mgrpo_tiny.py")
-  spec = importlib.util.spec_from_file_location("mgrpo_tiny", path)
+  path = pathlib.Path(__file__).with_name("default.py")
+  spec = importlib.util.spec_from_file_location("default", path)
   base = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(base)
   config = base.get_config()
-  config.mode = "single"  # The baseline: see configs/mgrpo_tiny.py for every field.
+  config.mode = "single"  # The baseline: see configs/default.py for every field.
   config.run_dir = "runs/single_agent"  # Metrics, checkpoints and the store of this baseline.
   return config

@@ -13,7 +13,10 @@ Rolls out every question K times (`config.eval.rollouts`) with the team of
   metrics.json       pass@1, avg@k, pass@k, format rate, sub-agent calls and
                      tokens, overall and by level / hops (agents/report.py)
 A progress bar counts finished rollouts. MODEL is a registered name, a
-checkpoint directory or a .gguf file (default: `config.model`).
+checkpoint directory, a .gguf file (default: `config.model`), or a training
+run's Orbax checkpoints, `<run_dir>/checkpoints/main` (newest step) or
+`.../main/<step>`; the sub-agent then defaults to the same run's `sub` at
+the same step.
 """
 
 from __future__ import annotations
@@ -56,11 +59,13 @@ _FORMAT = flags.DEFINE_string("format", None,
 _CORPUS = flags.DEFINE_string("corpus", None,
                               "JSONL corpus ({id, title, text} per line) for "
                               "data that carries no documents (GAIA, ...).")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None,
-                                  "Main agent's model (default config.model).")
+_CHECKPOINT = flags.DEFINE_string(
+    "checkpoint", None, "Main agent's model (default config.model), or a "
+    "training run's <run_dir>/checkpoints/main[/<step>].")
 _SUB_CHECKPOINT = flags.DEFINE_string(
-    "sub_checkpoint", None, "Sub-agent's model (default: config.sub_model, "
-    "else the main agent's).")
+    "sub_checkpoint", None, "Sub-agent's model (default: the run's "
+    "checkpoints/sub beside --checkpoint, else config.sub_model, else the "
+    "main agent's).")
 _OUTPUT_DIR = flags.DEFINE_string(
     "output_dir", None, "Where transcripts and metrics go (default "
     "eval_runs/<data>-<time>); must not already hold transcripts.")
@@ -80,14 +85,65 @@ def world_config(config: ml_collections.ConfigDict) -> WorldConfig:
   return WorldConfig(**config.world.to_dict())
 
 
+def from_training_config(config: ml_collections.ConfigDict
+                         ) -> ml_collections.ConfigDict:
+  """An evaluation config for a training config (configs/default.py and
+  its baselines): the run's world and team, greedy, one rollout per
+  validation question, as the trainer's own eval/accuracy; configs that
+  already have an `eval` section are returned unchanged."""
+  if "eval" in config or "train" not in config:
+    return config
+  from mgrpo_jax.training.trainer import agents_section  # pylint: disable=g-import-not-at-top
+  out = ml_collections.ConfigDict()
+  out.seed = 0
+  out.model = config.model.name
+  out.sub_model = None
+  out.agents = agents_section(config)
+  out.agents.temperature = 0.0
+  out.eval = ml_collections.ConfigDict(
+      {"rollouts": 1, "limit": config.train.eval_questions,
+       "split": "validation"})
+  out.reward = ml_collections.ConfigDict(config.reward.to_dict())
+  out.world = ml_collections.ConfigDict(config.world.to_dict())
+  return out
+
+
+def _load(name: str):
+  """(model, tokenizer) of a model name, HF directory, .gguf file or a
+  training run's <run_dir>/checkpoints/<agent>[/<step>]."""
+  # jax-heavy: imported late.
+  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.models.loading import load_model
+  from mgrpo_jax.training import trained
+  if trained.is_trained_checkpoint(name):
+    model, tok, step = trained.load_trained(name)
+    logging.info("loaded %s: the trained weights of step %d", name, step)
+    return model, tok
+  return load_model(name)
+
+
+def _sibling_sub(checkpoint: str | None) -> str | None:
+  """<run>/checkpoints/sub[/<step>] beside a run's main checkpoint."""
+  from mgrpo_jax.training import trained  # pylint: disable=g-import-not-at-top
+  if checkpoint is None or not trained.is_trained_checkpoint(checkpoint):
+    return None
+  path = pathlib.Path(checkpoint)
+  step = path.name if path.name.isdigit() else None
+  agent_dir = path.parent if step else path
+  sub = agent_dir.parent / "sub"
+  if agent_dir.name != "main" or not sub.is_dir():
+    return None
+  return str(sub / step) if step else str(sub)
+
+
 def _load_models(config, checkpoint, sub_checkpoint):
-  from mgrpo_jax.models.loading import load_model  # jax-heavy: load late
   main_name = checkpoint or config.model
-  main_model, main_tok = load_model(main_name)
-  sub_name = sub_checkpoint or config.sub_model or main_name
+  main_model, main_tok = _load(main_name)
+  sub_name = (sub_checkpoint or _sibling_sub(checkpoint) or config.sub_model
+              or main_name)
   if config.agents.mode == "single" or sub_name == main_name:
     return main_model, main_tok, None, None
-  sub_model, sub_tok = load_model(sub_name)
+  sub_model, sub_tok = _load(sub_name)
   return main_model, main_tok, sub_model, sub_tok
 
 
@@ -111,7 +167,9 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
              sub_checkpoint: str | None = None,
              output_dir: str | None = None,
              progress: bool = True) -> dict[str, Any]:
-  """Runs the evaluation described in the module docstring; returns metrics."""
+  """Runs the evaluation described in the module docstring; returns metrics.
+  A training config is evaluated as `from_training_config` says."""
+  config = from_training_config(config)
   k = config.eval.rollouts
   if not isinstance(k, int) or k < 1:
     raise ValueError(f"config.eval.rollouts={k!r}: expected a positive "

@@ -4,6 +4,9 @@
 extend, generate_turn, release, max_conversations/cache_len budgets) but
 writes each turn with a Python function of the conversation so far. It
 records every id it generated so tests can check loss masks token by token.
+
+`team` builds a main agent that delegates to a searching sub-agent, both on
+scripted samplers; the scripts and tasks here are shared by several tests.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from typing import Callable
 
 import numpy as np
 
+from mgrpo_jax.agents import prompts
 from mgrpo_jax.agents.protocol import render_answer, render_tool_call
+from mgrpo_jax.agents.rollout import (DELEGATE, Agent, Delegation,
+                                      RolloutController)
+from mgrpo_jax.agents.tools import ToolRegistry, search_and_visit
+from mgrpo_jax.data.task import SubQuestion, Task
+from mgrpo_jax.sampling.sampling_params import SamplingParams
+
+PARAMS = SamplingParams(temperature=0.0, max_new_tokens=256)
 
 
 @dataclasses.dataclass
@@ -103,3 +114,65 @@ def call(name, **arguments) -> str:
 
 def answer(text) -> str:
   return "Done. " + render_answer(text)
+
+
+def delegating_main_script(text, turn):
+  """Question "delegate N": N delegations, then an answer."""
+  n = int(re.search(r"delegate (\d+)", last_user_message(text)).group(1))
+  if turn < n:
+    return call("delegate", task=f"part {turn}")
+  return answer(f"final after {n}")
+
+
+def reporting_sub_script(text, turn):
+  """Searches once, then reports on its task."""
+  if turn == 0:
+    return call("search", query="alpha river")
+  return answer(f"report on {last_user_message(text)}")
+
+
+def team(tok, corpus, main_script=delegating_main_script,
+         sub_script=reporting_sub_script, *, rows=8, cache_len=2048,
+         main_turns=8, sub_turns=4, shared=False, strict=True):
+  """A main agent delegating to a searching sub-agent, on scripted samplers:
+  (controller, main_policy, sub_policy)."""
+  main_policy = ScriptedPolicy(tok, main_script, max_conversations=rows,
+                               cache_len=cache_len)
+  sub_policy = main_policy if shared else ScriptedPolicy(
+      tok, sub_script, max_conversations=rows, cache_len=cache_len)
+  if shared:  # One sampler: pick the script by the system prompt.
+    main_policy.script = lambda text, turn: (
+        main_script(text, turn) if prompts.MAIN_ROLE in text
+        else sub_script(text, turn))
+  main = Agent("main", main_policy, tok, prompts.MAIN_ROLE, PARAMS,
+               delegations=[Delegation(DELEGATE, "sub")],
+               max_turns=main_turns, answer_reserve=16, strict_format=strict)
+  sub = Agent("sub", sub_policy, tok, prompts.SUB_ROLE, PARAMS,
+              tools=ToolRegistry(search_and_visit(corpus)),
+              max_turns=sub_turns, answer_reserve=16)
+  return RolloutController(main, [sub]), main_policy, sub_policy
+
+
+def rewards_tasks():
+  """q0 (gold "Gamma", two gold steps) asks for 2 calls; q1 for 1."""
+  return [Task("q0", "Where is Alpha? delegate 2", ("Gamma", "the Gamma"),
+               "synthetic", sub_questions=(SubQuestion("a?", "Beta"),
+                                           SubQuestion("b?", "Gamma"))),
+          Task("q1", "Where is Delta? delegate 1", ("Omega",), "synthetic")]
+
+
+def rewards_main_script(text, turn):
+  """For `rewards_tasks`: N delegations ("step i"), then the final answer."""
+  question = last_user_message(text)
+  n = int(re.search(r"delegate (\d+)", question).group(1))
+  if turn < n:
+    return call("delegate", task=f"step {turn}")
+  if "Alpha" in question:  # Right on q0; format error then wrong on q1.
+    return answer("gamma")
+  return "no tags" if turn == n else answer("Sigma")
+
+
+def rewards_sub_script(text, turn):
+  """Reports the gold step answer "Beta" on step 0, "Unknown." otherwise."""
+  task = last_user_message(text)
+  return answer("It is Beta." if task == "step 0" else "Unknown.")

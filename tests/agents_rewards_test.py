@@ -1,19 +1,16 @@
 """Rewards wired to rollouts: main and sub rewards, experts, judges."""
 
-import re
-
 import jax
 import numpy as np
 import pytest
 
-from agent_test_utils import ScriptedResult, answer, call, last_user_message
+from agent_test_utils import (ScriptedResult, rewards_main_script,
+                              rewards_sub_script, rewards_tasks, team)
 from model_test_utils import tiny_config, tiny_tokenizer
 from mgrpo_jax.agents.rewards import (ExpertItem, ModelJudge, RuleExpert,
                                       is_correct, score_rollouts)
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import Document, LocalCorpus
-from mgrpo_jax.data.task import SubQuestion, Task
-from rollout_test import team
 
 KEY = jax.random.key(0)
 
@@ -23,32 +20,11 @@ def tok():
   return tiny_tokenizer()
 
 
-def make_tasks():
-  return [Task("q0", "Where is Alpha? delegate 2", ("Gamma", "the Gamma"),
-               "synthetic", sub_questions=(SubQuestion("a?", "Beta"),
-                                           SubQuestion("b?", "Gamma"))),
-          Task("q1", "Where is Delta? delegate 1", ("Omega",), "synthetic")]
-
-
-def main_script(text, turn):
-  question = last_user_message(text)
-  n = int(re.search(r"delegate (\d+)", question).group(1))
-  if turn < n:
-    return call("delegate", task=f"step {turn}")
-  if "Alpha" in question:  # Right on q0; format error then wrong on q1.
-    return answer("gamma")
-  return "no tags" if turn == n else answer("Sigma")
-
-
-def sub_script(text, turn):
-  task = last_user_message(text)
-  return answer("It is Beta." if task == "step 0" else "Unknown.")
-
-
 def test_main_and_sub_rewards_follow_the_method(tok):
   corpus = LocalCorpus([Document("d", "D", "text")])
-  controller, *_ = team(tok, corpus, main_script, sub_script)
-  tasks = make_tasks()
+  controller, *_ = team(tok, corpus, rewards_main_script,
+                         rewards_sub_script)
+  tasks = rewards_tasks()
   rollouts = controller.run(tasks, group_size=2, key=KEY)
   weights = reward_weights("with_expert")
   scores = score_rollouts(rollouts, tasks, weights, expert=RuleExpert())
@@ -70,7 +46,7 @@ def test_main_and_sub_rewards_follow_the_method(tok):
 
 
 def test_is_correct_and_rule_expert_edge_cases():
-  task = make_tasks()[0]
+  task = rewards_tasks()[0]
   assert is_correct("The Gamma", task) and not is_correct(None, task)
   assert RuleExpert()([ExpertItem(task, "x", None),
                        ExpertItem(task, "x", "Betamax"),
@@ -78,7 +54,7 @@ def test_is_correct_and_rule_expert_edge_cases():
 
 
 def test_bad_inputs_name_the_problem(tok):
-  tasks = make_tasks()
+  tasks = rewards_tasks()
   with pytest.raises(ValueError, match="needs an expert"):
     score_rollouts([[], []], tasks, reward_weights("with_expert"))
   with pytest.raises(ValueError, match="1 rows of rollouts for 2 tasks"):
@@ -103,7 +79,7 @@ class YesWhenBeta:
 
 
 def test_model_judge_batches_and_reads_yes(tok):
-  task = make_tasks()[0]
+  task = rewards_tasks()[0]
   engine = YesWhenBeta(tok)
   judge = ModelJudge(engine, tok)
   items = [ExpertItem(task, "step 0", "It is Beta."),
@@ -120,7 +96,7 @@ def test_model_judge_runs_on_the_real_engine(tok):
   from mgrpo_jax.sampling import Engine
   model = build.init_model(tiny_config(max_position_embeddings=512), seed=0)
   engine = Engine(model, max_conversations=2, cache_len=512)
-  task = make_tasks()[0]
+  task = rewards_tasks()[0]
   scores = ModelJudge(engine, tok)([ExpertItem(task, "s", "It is Beta.")] * 3)
   assert len(scores) == 3 and set(scores) <= {0.0, 1.0}
   assert engine.num_free == 2

@@ -4,14 +4,14 @@ import jax
 import numpy as np
 import pytest
 
-from agents_rewards_test import main_script, make_tasks, sub_script
+from agent_test_utils import (rewards_main_script, rewards_sub_script,
+                              rewards_tasks, team)
 from model_test_utils import tiny_tokenizer
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import Document, LocalCorpus
 from mgrpo_jax.training.batches import (PackSettings, SubRecord, main_batch,
                                         sub_batch, sub_record)
-from rollout_test import team
 
 SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)
 
@@ -20,8 +20,8 @@ SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)
 def scored():
   tok = tiny_tokenizer()
   controller, *_ = team(tok, LocalCorpus([Document("d", "D", "text")]),
-                        main_script, sub_script)
-  tasks = make_tasks()  # q0: 2 calls per rollout, right; q1: 1, wrong.
+                        rewards_main_script, rewards_sub_script)
+  tasks = rewards_tasks()  # q0: 2 calls per rollout, right; q1: 1, wrong.
   rollouts = controller.run(tasks, group_size=2, key=jax.random.key(0))
   scores = score_rollouts(rollouts, tasks, reward_weights("with_expert"),
                           expert=RuleExpert())

@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def run_main(*args):
   return subprocess.run(
       [sys.executable, "-m", "mgrpo_jax.main", "--config",
-       "configs/default.py", *args],
+       "configs/toy.py", *args],
       cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

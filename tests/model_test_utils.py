@@ -10,15 +10,8 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from mgrpo_jax.models import ModelConfig, Tokenizer
 from mgrpo_jax.models.build import expected_shapes
+from mgrpo_jax.training.tiny import CHAT_TEMPLATE  # SmolLM2's ChatML.
 
-# SmolLM2-135M-Instruct's chat template (from its GGUF metadata).
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != "
-    "'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named "
-    "SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}")
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CORPUS = [
     "What is the capital of France? The capital of France is Paris.",

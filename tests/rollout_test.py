@@ -1,13 +1,11 @@
 """The rollout controller, driven by a scripted deterministic policy."""
 
-import re
-
 import jax
 import numpy as np
 import pytest
 
-from agent_test_utils import (ScriptedPolicy, answer, call,
-                              last_user_message)
+from agent_test_utils import (PARAMS, ScriptedPolicy, answer, call,
+                              delegating_main_script, team)
 from model_test_utils import tiny_tokenizer
 from mgrpo_jax.agents import prompts
 from mgrpo_jax.agents.rollout import (DELEGATE, Agent, Delegation,
@@ -18,7 +16,6 @@ from mgrpo_jax.data.task import Task
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 KEY = jax.random.key(0)
-PARAMS = SamplingParams(temperature=0.0, max_new_tokens=256)
 
 
 @pytest.fixture(scope="module")
@@ -33,41 +30,6 @@ def corpus():
       Document("d2", "Beta", "Beta is a river in Gamma."),
       Document("d3", "Gamma", "Gamma is a country."),
   ])
-
-
-def main_script(text, turn):
-  """Question "delegate N": N delegations, then an answer."""
-  n = int(re.search(r"delegate (\d+)", last_user_message(text)).group(1))
-  if turn < n:
-    return call("delegate", task=f"part {turn}")
-  return answer(f"final after {n}")
-
-
-def sub_script(text, turn):
-  """Searches once, then reports on its task."""
-  if turn == 0:
-    return call("search", query="alpha river")
-  return answer(f"report on {last_user_message(text)}")
-
-
-def team(tok, corpus, main_script=main_script, sub_script=sub_script, *,
-         rows=8, cache_len=2048, main_turns=8, sub_turns=4, shared=False,
-         strict=True):
-  main_policy = ScriptedPolicy(tok, main_script, max_conversations=rows,
-                               cache_len=cache_len)
-  sub_policy = main_policy if shared else ScriptedPolicy(
-      tok, sub_script, max_conversations=rows, cache_len=cache_len)
-  if shared:  # One sampler: pick the script by the system prompt.
-    main_policy.script = lambda text, turn: (
-        main_script(text, turn) if prompts.MAIN_ROLE in text
-        else sub_script(text, turn))
-  main = Agent("main", main_policy, tok, prompts.MAIN_ROLE, PARAMS,
-               delegations=[Delegation(DELEGATE, "sub")],
-               max_turns=main_turns, answer_reserve=16, strict_format=strict)
-  sub = Agent("sub", sub_policy, tok, prompts.SUB_ROLE, PARAMS,
-              tools=ToolRegistry(search_and_visit(corpus)),
-              max_turns=sub_turns, answer_reserve=16)
-  return RolloutController(main, [sub]), main_policy, sub_policy
 
 
 def tasks(*counts):
@@ -261,7 +223,7 @@ def test_first_turn_prefix_starts_the_protocol(tok, corpus):
 
 
 def test_bad_team_configurations(tok, corpus):
-  policy = ScriptedPolicy(tok, main_script, max_conversations=1)
+  policy = ScriptedPolicy(tok, delegating_main_script, max_conversations=1)
   main = Agent("main", policy, tok, "r", PARAMS,
                delegations=[Delegation(DELEGATE, "sub")])
   with pytest.raises(ValueError, match="delegates to 'sub'"):

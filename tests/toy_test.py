@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def default_config():
   spec = importlib.util.spec_from_file_location("default_config",
-                                                ROOT / "configs/default.py")
+                                                ROOT / "configs/toy.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config()

@@ -10,9 +10,12 @@ import sys
 import time
 
 import pytest
+from flax import nnx
 from trainer_test_utils import ROOT, tiny_config
 
+from mgrpo_jax import evaluate
 from mgrpo_jax.training import trainer
+from mgrpo_jax.training.trained import load_trained
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.metrics import MetricsWriter
 from mgrpo_jax.training.store import StoreTimeout
@@ -83,6 +86,19 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
     assert expected[step]["weights/sub_step"] == max(step - 2, 0)
   assert expected[3]["weights/sub_checksum"] == (
       expected[1]["weights/published_checksum"])
+  # The trained agents load from their Orbax checkpoints: the sub weights
+  # are those published after the last update, and the evaluation CLI's
+  # greedy rollouts of both agents score what the trainer's own did.
+  sub, _, step = load_trained(run / "checkpoints" / "sub")
+  assert step == 3
+  assert trainer.checksum(nnx.state(sub)) == (
+      expected[3]["weights/published_checksum"])
+  scored = evaluate.evaluate(ref, checkpoint=str(run / "checkpoints" / "main"),
+                             output_dir=str(tmp_path / "eval"),
+                             progress=False)
+  assert scored["pass@1"] == expected[3]["eval/accuracy"]
+  assert scored["format"] == expected[3]["eval/format"]
+  assert scored["sub_calls_per_rollout"] == expected[3]["eval/sub_calls"]
 
   # 2. The same run in a child process, SIGKILLed once step 1 is logged.
   killed = tiny_config(tmp_path / "killed", steps=3, staleness="one_step")

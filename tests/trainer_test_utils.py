@@ -7,10 +7,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def tiny_config(tmp_path, **train):
-  """configs/mgrpo_tiny.py shrunk to seconds per step; `train` overrides
+  """configs/default.py shrunk to seconds per step; `train` overrides
   fields of config.train."""
   spec = importlib.util.spec_from_file_location(
-      "mgrpo_tiny", ROOT / "configs" / "mgrpo_tiny.py")
+      "default_config", ROOT / "configs" / "default.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config()

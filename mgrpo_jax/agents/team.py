@@ -10,7 +10,7 @@ so each can later receive its own trained weights.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import ml_collections
 
@@ -43,7 +43,7 @@ def check_agents_config(config: ml_collections.ConfigDict) -> None:
           f"expected room for a turn (max_new_tokens="
           f"{section.max_new_tokens}) and twice answer_reserve="
           f"{config.answer_reserve}.")
-  for field in ("search_k", "visit_chars", "answer_reserve"):
+  for field in ("search_k", "visit_chars", "snippet_chars", "answer_reserve"):
     if not isinstance(config[field], int) or config[field] < 1:
       raise ValueError(f"config.agents.{field}={config[field]!r}: expected a "
                        "positive integer.")
@@ -65,13 +65,24 @@ def _sampling(config: ml_collections.ConfigDict,
 
 
 def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
-               main_model: Any, main_tokenizer: Any, sub_model: Any = None,
-               sub_tokenizer: Any = None) -> RolloutController:
-  """The controller for `config` (the `agents` section of a run config)."""
+               main_model: Any = None, main_tokenizer: Any,
+               sub_model: Any = None, sub_tokenizer: Any = None,
+               policies: Mapping[str, Any] | None = None
+               ) -> RolloutController:
+  """The controller for `config` (the `agents` section of a run config).
+
+  Each agent samples from an `Engine` over its model, unless `policies`
+  gives it another `Policy` by name ("main", "sub"; the single agent is
+  "main"), e.g. the oracle of training/oracle.py.
+  """
   check_agents_config(config)
   search_tools = search_and_visit(backend, default_k=config.search_k,
-                                  visit_budget_chars=config.visit_chars)
-  main_engine = _engine(main_model, config.main)
+                                  visit_budget_chars=config.visit_chars,
+                                  snippet_chars=config.snippet_chars)
+  policies = dict(policies or {})
+  if main_model is None and "main" not in policies:
+    raise ValueError("build_team: expected main_model (or a 'main' policy).")
+  main_engine = policies.get("main") or _engine(main_model, config.main)
   common = dict(answer_reserve=config.answer_reserve,
                 strict_format=config.strict_format)
   if config.mode == "single":
@@ -83,7 +94,7 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
     return RolloutController(single)
   sub_model = main_model if sub_model is None else sub_model
   sub_tokenizer = main_tokenizer if sub_tokenizer is None else sub_tokenizer
-  sub_engine = _engine(sub_model, config.sub)
+  sub_engine = policies.get("sub") or _engine(sub_model, config.sub)
   delegations = [Delegation(DELEGATE, "sub")]
   others = [Agent("sub", sub_engine, sub_tokenizer, prompts.SUB_ROLE,
                   _sampling(config, config.sub),
@@ -114,6 +125,7 @@ def agents_config() -> ml_collections.ConfigDict:
   c.answer_reserve = 64  # Context ids kept free for a final answer.
   c.search_k = 3  # Results per search call when the agent gives no k.
   c.visit_chars = 1200  # Characters of page text a visit returns.
+  c.snippet_chars = 200  # Characters of each search hit's snippet.
   c.main = ml_collections.ConfigDict()
   c.main.max_turns = 6  # Main-agent turns before it must have answered.
   c.main.max_new_tokens = 192  # Tokens per main-agent turn.

@@ -88,15 +88,18 @@ class ToolRegistry:
 
 
 def search_and_visit(backend: SearchBackend, *, default_k: int = 5,
-                     visit_budget_chars: int = 2000) -> list[Tool]:
-  """The sub-agent's `search` and `visit` tools over a backend."""
+                     visit_budget_chars: int = 2000,
+                     snippet_chars: int | None = None) -> list[Tool]:
+  """The sub-agent's `search` and `visit` tools over a backend; each search
+  hit's snippet is cut to `snippet_chars` (None: as the backend gives it)."""
 
   def search(arguments: Mapping[str, Any]) -> str:
     hits = backend.search(arguments["query"],
                           int(arguments.get("k", default_k)))
     if not hits:
       return "No results. Try other words."
-    return "\n".join(f"[{h.doc_id}] {h.title}: {h.snippet}" for h in hits)
+    return "\n".join(f"[{h.doc_id}] {h.title}: {h.snippet[:snippet_chars]}"
+                     for h in hits)
 
   def visit(arguments: Mapping[str, Any]) -> str:
     doc = backend.fetch(arguments["page"])

@@ -3,8 +3,8 @@
 A step takes that agent's trajectories (token ids, loss mask) and one
 advantage per trajectory, and:
   1. packs them into a [N, T] batch: N padded to a multiple of the
-     micro-batch, T to a power-of-two bucket, so a run compiles at most one
-     step per bucket whatever its trajectories were;
+     micro-batch, T to a bucket (min_len x 1, 1.5, 2, 3, 4, 6, ...), so a
+     run compiles at most one step per bucket whatever its trajectories were;
   2. recomputes the old log-probs with the current parameters (and the
      reference log-probs with the initial ones when beta > 0), on the mesh;
   3. runs `mu` inner epochs; each accumulates the gradient over micro-batches
@@ -79,9 +79,13 @@ class Batch:
 
 
 def _bucket(n: int, minimum: int, maximum: int) -> int:
+  """The smallest of minimum * (1, 1.5, 2, 3, 4, 6, 8, ...) >= n, capped at
+  maximum: at most ~2 compilations per doubling, and no row padded to more
+  than 1.5x its length (a power-of-two ladder pads 513 ids to 1024)."""
   size = minimum
   while size < n:
-    size *= 2
+    half_step = size * 3 // 2
+    size = half_step if half_step >= n and half_step > size else size * 2
   return min(size, maximum)
 
 
@@ -190,7 +194,7 @@ class Learner:
   def _apply_fn(self, params, opt_state, grads):
     self.traces["apply"] += 1
     updates, opt_state = self.optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, optax.global_norm(
+    return optax.apply_updates(params, updates), opt_state, optax.tree.norm(
         grads)
 
   # ------------------------------------------------------------------ steps
@@ -225,28 +229,34 @@ class Learner:
     ref = (self.logprobs(batch, reference=True) if self.ref_params is not None
            else [None] * len(old))
     denom = jnp.float32(self._denominator(batch))
-    sums = collections.defaultdict(float)
+    # Figures stay on the device until the update is done: one host read.
+    pieces, norms = [], []
     for _ in range(self.config.inner_epochs):
-      grads_total, loss_total = None, 0.0
+      grads_total = None
       for j, (inputs, targets, mask, adv) in enumerate(self._micro(batch)):
         value, grads, metrics = self._grad(self.params, inputs, targets, mask,
                                            old[j], ref[j], adv, denom)
         grads_total = grads if grads_total is None else jax.tree.map(
             jnp.add, grads_total, grads)
-        loss_total += float(value)
-        weight = float(jnp.sum(mask))
-        for k, v in metrics.items():
-          sums[k] += float(v) * weight
-        sums["_weight"] += weight
+        pieces.append((value, jnp.sum(mask), metrics))
       self.params, self.opt_state, grad_norm = self._apply(
           self.params, self.opt_state, grads_total)
-      sums["loss"] += loss_total
-      sums["grad_norm"] += float(grad_norm)
+      norms.append(grad_norm)
     self.step_count += 1
+    pieces, norms = jax.device_get((pieces, norms))
     epochs = self.config.inner_epochs
-    weight = max(sums.pop("_weight"), 1.0)
-    out = {k: (v / epochs if k in ("loss", "grad_norm") else v / weight)
+    sums = collections.defaultdict(float)
+    weight = 0.0
+    for value, tokens, metrics in pieces:
+      sums["loss"] += float(value)
+      weight += float(tokens)
+      for k, v in metrics.items():
+        if k != "num_tokens":  # Reported once, as `tokens`, below.
+          sums[k] += float(v) * float(tokens)
+    weight = max(weight, 1.0)
+    out = {k: (v / epochs if k == "loss" else v / weight)
            for k, v in sums.items()}
+    out["grad_norm"] = float(np.mean(norms))
     out["tokens"] = float(batch.mask_NxT.sum())
     out["sequences"] = float(batch.num_sequences)
     return out

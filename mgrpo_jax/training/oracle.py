@@ -42,10 +42,9 @@ import numpy as np
 from mgrpo_jax.agents import prompts
 from mgrpo_jax.agents.protocol import (ANSWER_CLOSE, CALL_CLOSE,
                                        render_answer, render_tool_call)
-from mgrpo_jax.agents.rollout import (DELEGATE, Agent, Delegation,
-                                      RolloutController)
-from mgrpo_jax.agents.team import agents_config, check_agents_config
-from mgrpo_jax.agents.tools import ToolRegistry, search_and_visit
+from mgrpo_jax.agents.rollout import DELEGATE, RolloutController
+from mgrpo_jax.agents.team import (agents_config, build_team,
+                                   check_agents_config)
 from mgrpo_jax.agents.trajectory import Rollout, Trajectory
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.task import SubQuestion, Task, TaskSet
@@ -404,10 +403,6 @@ class OraclePolicy:
 # ------------------------------------------------------------ demonstrations
 
 
-def _sampling(section: ml_collections.ConfigDict) -> SamplingParams:
-  return SamplingParams(temperature=0.0, max_new_tokens=section.max_new_tokens)
-
-
 def oracle_team(taskset: TaskSet, tokenizer: Any,
                 agents: ml_collections.ConfigDict, *, noise: float = 0.0,
                 seed: int = 0) -> RolloutController:
@@ -425,11 +420,6 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
                        f"{config[side].first_turn_prefix!r} is not supported; "
                        "expected ''.")
   knowledge = Knowledge(taskset)
-  tools = ToolRegistry(search_and_visit(
-      LocalCorpus(taskset.documents, source=taskset.name),
-      default_k=config.search_k, visit_budget_chars=config.visit_chars))
-  common = dict(answer_reserve=config.answer_reserve,
-                strict_format=config.strict_format)
 
   def policy(role: str, section: ml_collections.ConfigDict, stream: int):
     return OraclePolicy(tokenizer, knowledge, role, noise=noise,
@@ -438,18 +428,13 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
                         cache_len=section.context_tokens)
 
   if config.mode == "single":
-    return RolloutController(Agent(
-        "single", policy("single", config.main, 0), tokenizer,
-        prompts.SINGLE_ROLE, _sampling(config.main), tools=tools,
-        max_turns=config.main.max_turns, **common))
-  main = Agent("main", policy("main", config.main, 0), tokenizer,
-               prompts.MAIN_ROLE, _sampling(config.main),
-               delegations=[Delegation(DELEGATE, "sub")],
-               max_turns=config.main.max_turns, **common)
-  sub = Agent("sub", policy("sub", config.sub, 1), tokenizer,
-              prompts.SUB_ROLE, _sampling(config.sub), tools=tools,
-              max_turns=config.sub.max_turns, **common)
-  return RolloutController(main, [sub])
+    policies = {"main": policy("single", config.main, 0)}
+  else:
+    policies = {"main": policy("main", config.main, 0),
+                "sub": policy("sub", config.sub, 1)}
+  return build_team(config, LocalCorpus(taskset.documents,
+                                        source=taskset.name),
+                    main_tokenizer=tokenizer, policies=policies)
 
 
 def _config(mode: str | None, context_tokens: int | None,

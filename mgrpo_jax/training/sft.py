@@ -7,7 +7,7 @@ token ids and loss masks the rollout controller produces, so it learns
 exactly the turns an agent writes, never the prompts or tool outputs.
 
 A step packs B trajectories with the learner's `pack` (T padded to a
-power-of-two bucket, so a run compiles once per bucket), then minimises the
+bucket of 1, 1.5, 2, 3, 4, ... x min_len, compiled once each), then minimises the
 token mean of the masked cross-entropy over the whole batch (micro-batches
 of `micro_batch` rows are accumulated inside one jitted step with
 `lax.scan`, each divided by the batch's token count), with the learner's

@@ -29,7 +29,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
+from mgrpo_jax.agents.rewards import RuleExpert, is_correct, score_rollouts
 from mgrpo_jax.agents.rollout import RolloutController
 from mgrpo_jax.agents.team import build_team
 from mgrpo_jax.core import registry
@@ -138,7 +138,7 @@ def agents_section(config) -> ml_collections.ConfigDict:
   return agents
 
 
-def rollout_step(controller, tasks, group_size, key, weights, config):
+def rollout_step(controller, tasks, group_size, key, weights):
   """Rolls out, scores; returns (rollouts, scores, metrics)."""
   start = time.perf_counter()
   rollouts = controller.run(tasks, group_size, key)
@@ -165,7 +165,6 @@ def rollout_step(controller, tasks, group_size, key, weights, config):
 
 def evaluate_greedy(controller, tasks) -> dict[str, float]:
   rollouts = greedy(controller).run(tasks, 1, jax.random.key(0))
-  from mgrpo_jax.agents.rewards import is_correct
   correct = [is_correct(row[0].main.answer, t)
              for row, t in zip(rollouts, tasks)]
   fmt = [row[0].main.format_ok for row in rollouts]
@@ -186,53 +185,42 @@ OnLog = Callable[[int, dict[str, float]], None]
 
 
 def build_models(config, meshes, data: Data, *, need_sub: bool,
-                 warm_start: bool = True):
-  """(tokenizer, main model, sub model or None, SFT metrics); no SFT when
+                 warm_start: bool = True,
+                 log: Callable[[str], None] = print):
+  """(tokenizer, main model, sub model or None, SFT figures). The tiny
+  model is warm-started once for the whole team (training/warm_start.py)
+  and each agent gets its own copy on its own mesh; no SFT when
   `warm_start` is False (a resumed run restores trained weights)."""
   from mgrpo_jax.models import build
   from mgrpo_jax.models.loading import load_model
-  world = WorldConfig(**config.world.to_dict())
-  metrics: dict[str, float] = {}
   if config.model.name != "tiny":
     main, tok = load_model(config.model.name, mesh=meshes["main"])
     sub = (load_model(config.model.name, mesh=meshes["sub"])[0]
            if need_sub else None)
-    return tok, main, sub, metrics
-  from mgrpo_jax.training import oracle, sft, tiny
+    return tok, main, sub, {}
+  from mgrpo_jax.data.task import TaskSet
+  from mgrpo_jax.training import tiny
+  from mgrpo_jax.training.warm_start import warm_started
+  world = WorldConfig(**config.world.to_dict())
   tok, model_config = tiny.tiny_team_assets(
       world, vocab_size=config.model.vocab_size,
       hidden_size=config.model.hidden_size,
       num_layers=config.model.num_layers,
       max_position_embeddings=max(config.agents.main.context_tokens,
                                   config.agents.sub.context_tokens))
-  main = build.init_model(model_config, seed=config.seed, mesh=meshes["main"])
-  sub = (build.init_model(model_config, seed=config.seed + 1,
-                          mesh=meshes["sub"]) if need_sub else None)
-  if warm_start and config.sft.steps > 0:
-    start = time.perf_counter()
-    mode = "single" if config.mode == "single" else "multi"
-    demo_tasks = data.train[:config.sft.questions]
-    from mgrpo_jax.data.task import TaskSet
-    trajectories = oracle.demonstrations(
-        TaskSet("sft", demo_tasks, data.backend.documents), tok, mode=mode,
-        noise=config.sft.noise, seed=config.seed,
-        agents=agents_section(config))
-    main_name = "single" if mode == "single" else "main"
-    own = [t for t in trajectories if t.agent == main_name]
-    main, losses = sft.warm_start(
-        main, own, steps=config.sft.steps, batch_size=config.sft.batch_size,
-        seed=config.seed, learning_rate=config.sft.learning_rate)
-    metrics["sft/main_loss_first"] = float(losses[0])
-    metrics["sft/main_loss_last"] = float(losses[-1])
-    if sub is not None:
-      own = [t for t in trajectories if t.agent == "sub"]
-      sub, losses = sft.warm_start(
-          sub, own, steps=config.sft.steps, batch_size=config.sft.batch_size,
-          seed=config.seed + 1, learning_rate=config.sft.learning_rate)
-      metrics["sft/sub_loss_first"] = float(losses[0])
-      metrics["sft/sub_loss_last"] = float(losses[-1])
-    metrics["time/sft"] = time.perf_counter() - start
-  return tok, main, sub, metrics
+  if not (warm_start and config.sft.steps > 0):
+    main = build.init_model(model_config, seed=config.seed,
+                            mesh=meshes["main"])
+    sub = (build.init_model(model_config, seed=config.seed + 1,
+                            mesh=meshes["sub"]) if need_sub else None)
+    return tok, main, sub, {}
+  taskset = TaskSet("sft", data.train[:config.sft.questions],
+                    data.backend.documents)
+  directory, figures = warm_started(config, taskset, tok, model_config,
+                                    agents_section(config), log=log)
+  main = load_model(directory, mesh=meshes["main"])[0]
+  sub = load_model(directory, mesh=meshes["sub"])[0] if need_sub else None
+  return tok, main, sub, figures
 
 
 # -------------------------------------------------------------------- run
@@ -292,7 +280,10 @@ class _Side:
     need_sub = config.mode != "single"
     self.tok, main_model, sub_model, self.sft_metrics = build_models(
         config, self.meshes, self.data, need_sub=need_sub,
-        warm_start=not resuming)
+        warm_start=not resuming, log=log)
+    if self.ckpt:  # Lets evaluate --checkpoint rebuild the trained model.
+      from mgrpo_jax.training.trained import write_model_card
+      write_model_card(f"{run_dir}/checkpoints", main_model.config, self.tok)
     from flax import nnx
     self.sub_target = (nnx.split(sub_model)[1] if sub_model is not None
                        else None)
@@ -398,7 +389,7 @@ class _Side:
     tasks = self.data.batch(step, c.questions_per_step)
     rollouts, scores, rollout_metrics = rollout_step(
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
-        self.weights, config)
+        self.weights)
     metrics.update(rollout_metrics)
     if self.sub_weights is not None:
       metrics["weights/sub_step"], metrics["weights/sub_checksum"] = (

@@ -1,0 +1,125 @@
+"""Loading a trained agent from a run's Orbax checkpoints (for evaluation).
+
+A run's checkpoints (training/checkpoints.py) hold parameters and optimizer
+state, not the architecture. The trainer therefore writes a model card once
+per run, next to the agents' checkpoint directories:
+
+  <run_dir>/checkpoints/model/   config.json (Hugging Face style) and the
+                                 tokenizer files, the same for every agent
+  <run_dir>/checkpoints/<agent>/<step>/   Orbax checkpoints
+
+`load_trained("<run_dir>/checkpoints/main")` reads the newest step (or
+`.../main/<step>` that one): it builds the model from the card and restores
+only the parameters, straight onto `mesh` when given. This is what
+`python -m mgrpo_jax.evaluate --checkpoint <run_dir>/checkpoints/main` uses.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from mgrpo_jax.models import sharding as sharding_lib
+from mgrpo_jax.models.config import ModelConfig
+from mgrpo_jax.models.decoder import Decoder
+from mgrpo_jax.models.hf_checkpoint import CONFIG_FILE, read_config
+from mgrpo_jax.models.tokenizer import Tokenizer
+
+CARD_DIR = "model"  # Beside the agents' directories.
+
+
+def write_model_card(checkpoint_dir: str | pathlib.Path,
+                     config: ModelConfig, tokenizer: Tokenizer) -> None:
+  """Writes <checkpoint_dir>/model (config.json + tokenizer) once."""
+  card = pathlib.Path(checkpoint_dir) / CARD_DIR
+  if (card / CONFIG_FILE).is_file():
+    return
+  import json  # pylint: disable=g-import-not-at-top
+  card.mkdir(parents=True, exist_ok=True)
+  tokenizer.save(card)
+  hf = config.to_hf()
+  for field, value in (("bos_token_id", tokenizer.bos_id),
+                       ("eos_token_id", tokenizer.eos_id),
+                       ("pad_token_id", tokenizer.pad_id)):
+    if value is not None:
+      hf[field] = value
+  tmp = card / (CONFIG_FILE + ".tmp")
+  tmp.write_text(json.dumps(hf, indent=2) + "\n", encoding="utf-8")
+  tmp.rename(card / CONFIG_FILE)  # Last: a card with config.json is whole.
+
+
+def is_trained_checkpoint(path: str | pathlib.Path) -> bool:
+  """Whether `path` is <run>/checkpoints/<agent>[/<step>] of a run."""
+  path = pathlib.Path(path)
+  if path.name.isdigit():
+    path = path.parent
+  return path.is_dir() and (path.parent / CARD_DIR / CONFIG_FILE).is_file()
+
+
+def _split(path: pathlib.Path) -> tuple[pathlib.Path, int | None]:
+  if path.name.isdigit():
+    return path.parent, int(path.name)
+  return path, None
+
+
+def load_trained(path: str | pathlib.Path, *, mesh: Mesh | None = None
+                 ) -> tuple[Decoder, Tokenizer, int]:
+  """(model, tokenizer, step) from <run>/checkpoints/<agent>[/<step>]."""
+  agent_dir, step = _split(pathlib.Path(path))
+  card = agent_dir.parent / CARD_DIR
+  if not (card / CONFIG_FILE).is_file():
+    raise FileNotFoundError(
+        f"{str(path)!r}: expected <run_dir>/checkpoints/<agent>[/<step>] of "
+        f"a training run, with the run's model card in {str(card)!r} "
+        "(written by python -m mgrpo_jax.main).")
+  config = read_config(card)
+  tokenizer = Tokenizer.load(card)
+  manager = ocp.CheckpointManager(
+      agent_dir.resolve(),
+      options=ocp.CheckpointManagerOptions(read_only=True))
+  try:
+    steps = sorted(manager.all_steps())
+    if not steps:
+      raise FileNotFoundError(f"{str(agent_dir)!r} holds no complete "
+                              "checkpoint step.")
+    if step is None:
+      step = steps[-1]
+    elif step not in steps:
+      raise FileNotFoundError(f"{str(path)!r}: step {step} is not a complete "
+                              f"checkpoint; saved steps: {steps}.")
+    graphdef, target = _abstract_params(config, mesh)
+    out = manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.PyTreeRestore(
+            {"params": target}, partial_restore=True,
+            restore_args=ocp.checkpoint_utils.construct_restore_args(
+                {"params": target}))))
+  finally:
+    manager.close()
+  return nnx.merge(graphdef, out.state["params"]), tokenizer, step
+
+
+def _abstract_params(config: ModelConfig, mesh: Mesh | None
+                     ) -> tuple[nnx.GraphDef, Any]:
+  """The model's graph and its parameters as ShapeDtypeStructs placed on
+  `mesh` (or on the first device)."""
+  abstract = nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  if mesh is None:
+    mesh = Mesh(jax.devices()[:1], ("fsdp",))
+    shardings = jax.tree.map(
+        lambda _: NamedSharding(mesh, PartitionSpec()), state)
+    return graphdef, jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        state, shardings)
+  shardings = sharding_lib.state_shardings(state, mesh)  # One per Variable.
+
+  def place(sharding, variable):
+    return variable.replace(jax.ShapeDtypeStruct(
+        variable.shape, variable.dtype, sharding=sharding))
+
+  return graphdef, jax.tree.map(place, shardings, state)

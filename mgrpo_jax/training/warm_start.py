@@ -1,0 +1,121 @@
+"""The trainer's SFT warm start: one model every agent starts from, cached.
+
+Before M-GRPO, the tiny from-scratch model learns the protocol from oracle
+demonstrations (training/oracle.py) of the run's train questions: every
+agent's trajectories (main and sub-agent, or the single agent), so one SFT
+serves the whole team, as a pretrained checkpoint would. Each agent then
+trains its own copy on its own mesh; nothing is shared after this point.
+
+The result is saved as a Hugging Face checkpoint (+ the SFT figures) under
+`<cache root>/warm_starts/<key>`, where the key hashes everything the
+weights depend on (model, world, SFT settings, agents' budgets, mode,
+seed). A later run with the same settings (a baseline config, a new seed
+of the RL phase, a restarted notebook) loads it instead of training again;
+`config.sft.cache=False` always trains afresh. The weights are always read
+back from the saved files, so a cached and a fresh warm start give the run
+bit-identical parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+from typing import Any, Callable
+
+import ml_collections
+
+from mgrpo_jax.data.task import TaskSet
+from mgrpo_jax.models.build import init_model
+from mgrpo_jax.models.config import ModelConfig
+from mgrpo_jax.models.hf_checkpoint import save_hf_checkpoint
+from mgrpo_jax.models.loading import cache_root
+from mgrpo_jax.models.tokenizer import Tokenizer
+from mgrpo_jax.training import oracle, sft
+
+CACHE_DIR = "warm_starts"  # Under the cache root.
+VERSION = 1  # Bump when the demonstrations or the SFT recipe change.
+FIGURES = "sft.json"
+
+
+def warm_start_key(config: ml_collections.ConfigDict) -> str:
+  """Changes with anything the warm-started weights depend on."""
+  sft_section = {k: v for k, v in config.sft.to_dict().items()
+                 if k != "cache"}
+  blob = json.dumps({
+      "model": config.model.to_dict(), "world": config.world.to_dict(),
+      "sft": sft_section, "agents": config.agents.to_dict(),
+      "mode": "single" if config.mode == "single" else "multi",
+      "seed": config.seed, "version": VERSION}, sort_keys=True)
+  return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def warm_start_dir(config: ml_collections.ConfigDict) -> pathlib.Path:
+  return cache_root() / CACHE_DIR / warm_start_key(config)
+
+
+def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
+                 tokenizer: Tokenizer, model_config: ModelConfig,
+                 agents: ml_collections.ConfigDict, *,
+                 log: Callable[[str], None] = print
+                 ) -> tuple[pathlib.Path, dict[str, float]]:
+  """(checkpoint directory, SFT figures): trained now, or found in the
+  cache. `taskset` holds the train questions and corpus the oracle plays;
+  `agents` is the team's config section (its mode says which agents)."""
+  directory = warm_start_dir(config)
+  if config.sft.cache and (directory / FIGURES).is_file():
+    figures = json.loads((directory / FIGURES).read_text())
+    log(f"warm start: reusing {directory} (SFT of {figures['sft/steps']:.0f} "
+        "steps with these settings ran before; config.sft.cache=False "
+        "trains afresh)")
+    return directory, {**figures, "sft/cached": 1.0}
+  start = time.perf_counter()
+  mode = agents.mode
+  demos = oracle.demonstrations(taskset, tokenizer, mode=mode,
+                                noise=config.sft.noise, seed=config.seed,
+                                agents=agents)
+  log(f"warm start: SFT of a {model_config.num_params / 1e6:.2f}M-parameter "
+      f"model on {len(demos)} oracle trajectories of {len(taskset.tasks)} "
+      f"questions, {config.sft.steps} steps")
+
+  def progress(step: int, metrics: dict[str, float]) -> None:
+    if (step + 1) % max(config.sft.steps // 10, 1) == 0:
+      log(f"warm start: SFT step {step + 1}/{config.sft.steps}, loss "
+          f"{metrics['loss']:.3f}, token accuracy {metrics['accuracy']:.3f}")
+
+  model = init_model(model_config, seed=config.seed)
+  model, losses = sft.warm_start(
+      model, demos, steps=config.sft.steps,
+      batch_size=config.sft.batch_size, seed=config.seed,
+      learning_rate=config.sft.learning_rate, on_step=progress)
+  figures = {"sft/steps": float(config.sft.steps),
+             "sft/demonstrations": float(len(demos)),
+             "sft/loss_first": float(losses[0]),
+             "sft/loss_last": float(losses[-1]),
+             "time/sft": time.perf_counter() - start}
+  _save(model, tokenizer, figures, directory)
+  return directory, {**figures, "sft/cached": 0.0}
+
+
+def _save(model: Any, tokenizer: Tokenizer, figures: dict[str, float],
+          directory: pathlib.Path) -> None:
+  """Writes the checkpoint next to `directory` and renames it into place:
+  a reader never sees half a warm start; a concurrent writer's copy wins."""
+  directory.parent.mkdir(parents=True, exist_ok=True)
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory.parent))
+  try:
+    save_hf_checkpoint(model, tokenizer, tmp)
+    (tmp / FIGURES).write_text(json.dumps(figures, indent=1) + "\n")
+    if directory.exists():  # An old entry (cache=False retrains): replace.
+      shutil.rmtree(directory)
+    try:
+      os.rename(tmp, directory)
+    except OSError:
+      if not (directory / FIGURES).is_file():
+        raise
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)

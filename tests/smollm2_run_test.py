@@ -1,0 +1,51 @@
+"""configs/smollm2.py: M-GRPO steps on the pretrained SmolLM2 team."""
+
+import importlib.util
+import math
+import pathlib
+
+import pytest
+
+from mgrpo_jax.training import trainer
+from mgrpo_jax.training.metrics import MetricsWriter
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def smollm2_config(tmp_path):
+  spec = importlib.util.spec_from_file_location(
+      "smollm2", ROOT / "configs" / "smollm2.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  config.run_dir = str(tmp_path / "run")
+  return config
+
+
+def test_config_is_valid_and_names_a_pretrained_model(tmp_path):
+  config = smollm2_config(tmp_path)
+  trainer.check_config(config, "all")
+  assert config.model.name == "smollm2-135m-instruct"
+  assert config.sft.steps == 0
+
+
+@pytest.mark.slow  # Minutes on 2 cores: a 135M model rolls out and trains.
+def test_one_step_trains_both_agents(tmp_path):
+  config = smollm2_config(tmp_path)
+  config.train.steps = 1
+  config.train.questions_per_step = 1
+  config.train.group_size = 2
+  config.train.eval_every = 1
+  config.train.eval_questions = 1
+  for side in ("main", "sub"):
+    config.agents[side].max_turns = 2
+    config.agents[side].max_new_tokens = 24
+  last = trainer.run(config, log=lambda m: None)
+  for key in ("main/loss", "main/accuracy", "time/rollout", "eval/accuracy"):
+    assert key in last and math.isfinite(last[key]), key
+  records = MetricsWriter.read(pathlib.Path(config.run_dir) / "all")
+  assert [r["step"] for r in records] == [0, 1]
+  run = pathlib.Path(config.run_dir)
+  assert (run / "checkpoints" / "main" / "1").is_dir()
+  if last["sub/calls_per_rollout"] > 0:  # Delegated: the sub side trained.
+    assert "sub/loss" in last

@@ -1,0 +1,63 @@
+"""The trainer's warm start: one SFT for the team, cached by its settings."""
+
+import pathlib
+
+from trainer_test_utils import tiny_config
+
+from mgrpo_jax.data.task import TaskSet
+from mgrpo_jax.data.world import WorldConfig
+from mgrpo_jax.models.hf_checkpoint import read_hf_checkpoint
+from mgrpo_jax.training import tiny, trainer
+from mgrpo_jax.training.warm_start import warm_start_key, warm_started
+
+
+def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
+                                                         monkeypatch):
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  config = tiny_config(tmp_path)
+  data = trainer.load_data(config)
+  tok, model_config = tiny.tiny_team_assets(
+      WorldConfig(**config.world.to_dict()),
+      vocab_size=config.model.vocab_size,
+      hidden_size=config.model.hidden_size,
+      num_layers=config.model.num_layers,
+      max_position_embeddings=config.agents.main.context_tokens)
+  taskset = TaskSet("sft", data.train[:config.sft.questions],
+                    data.backend.documents)
+  agents = trainer.agents_section(config)
+  logs = []
+  first, figures = warm_started(config, taskset, tok, model_config, agents,
+                                log=logs.append)
+  assert figures["sft/cached"] == 0.0 and figures["sft/steps"] == 2
+  assert figures["sft/demonstrations"] > len(taskset.tasks)  # Main + subs.
+  assert any("SFT of a" in m for m in logs)
+  weights = read_hf_checkpoint(first)[1]
+  # The same settings again: read back, not trained again.
+  logs.clear()
+  again, cached = warm_started(config, taskset, tok, model_config, agents,
+                               log=logs.append)
+  assert again == first and cached["sft/cached"] == 1.0
+  assert cached["sft/loss_last"] == figures["sft/loss_last"]
+  assert any("reusing" in m for m in logs)
+  # cache=False trains afresh (same seed: same weights) into the same entry.
+  config.sft.cache = False
+  assert warm_start_key(config) == warm_start_key(tiny_config(tmp_path))
+  fresh, figures = warm_started(config, taskset, tok, model_config, agents,
+                                log=logs.append)
+  assert fresh == first and figures["sft/cached"] == 0.0
+  for name, array in read_hf_checkpoint(fresh)[1].items():
+    assert (array == weights[name]).all(), name
+  # Any setting the weights depend on changes the key.
+  for section, field, value in (("sft", "steps", 3), ("sft", "noise", 0.0),
+                                ("world", "seed", 1), ("model", "hidden_size",
+                                                       64),
+                                ("agents", "visit_chars", 100)):
+    other = tiny_config(tmp_path)
+    other[section][field] = value
+    assert warm_start_key(other) != warm_start_key(config), (section, field)
+  other = tiny_config(tmp_path)
+  other.mode = "frozen_sub"  # Same team, same demonstrations: shared.
+  assert warm_start_key(other) == warm_start_key(config)
+  other.mode = "single"
+  assert warm_start_key(other) != warm_start_key(config)
+  assert pathlib.Path(first).parent.name == "warm_starts"
