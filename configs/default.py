@@ -1,9 +1,12 @@
-"""M-GRPO on the synthetic world with a tiny from-scratch team (CPU-sized).
+"""The default run: M-GRPO of a tiny from-scratch team on the synthetic world.
 
-`python -m mgrpo_jax.main --config configs/mgrpo_tiny.py`: a tokenizer is
-trained on the world, a tiny Llama per agent is warm-started by SFT on
-oracle demonstrations, then both agents train with M-GRPO, each on its own
-mesh. Every field can be overridden, e.g. `--config.train.steps=5`.
+`python -m mgrpo_jax.main --config configs/default.py` (CPU-sized): a
+tokenizer is trained on the world, one tiny Llama is warm-started by SFT on
+oracle demonstrations of both agents (cached for later runs), the main agent
+and the sub-agent each get their own copy, and both train with M-GRPO, each
+on its own mesh. configs/frozen_sub.py, single_agent.py and smollm2.py
+start from this file. Every field can be overridden, e.g.
+`--config.train.steps=5`.
 """
 
 import ml_collections
@@ -23,8 +26,8 @@ def _learner(learning_rate: float) -> ml_collections.ConfigDict:
   c.b1 = 0.9  # Adam beta1.
   c.b2 = 0.999  # Adam beta2.
   c.inner_epochs = 1  # mu: updates per batch of rollouts.
-  c.micro_batch = 8  # Sequences per forward/backward pass.
-  c.min_len = 128  # Smallest padded sequence length (buckets x1, 1.5, 2, 3, ... up to max_len).
+  c.micro_batch = 16  # Sequences per forward/backward pass.
+  c.min_len = 64  # Smallest padded sequence length (buckets x1, 1.5, 2, 3, ... up to max_len).
   c.max_len = 1024  # Longest sequence trained on.
   c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
   c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high.
@@ -38,7 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.seed = 0  # Seeds every PRNG key and the data order: same seed, same run.
   config.task = "agents"  # What main.py trains: "agents" (this) or "toy_delegation".
   config.mode = "mgrpo"  # "mgrpo" (both train), "frozen_sub", "single" (baselines).
-  config.run_dir = "runs/mgrpo_tiny"  # Metrics, checkpoints and (default) the store.
+  config.run_dir = "runs/default"  # Metrics, checkpoints and (default) the store.
 
   config.model = ml_collections.ConfigDict()
   config.model.name = "tiny"  # "tiny" (from scratch) or a model name / directory.
@@ -47,16 +50,16 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.num_layers = 2  # Tiny model depth.
 
   config.sft = ml_collections.ConfigDict()
-  config.sft.steps = 150  # SFT warm-start steps on oracle demonstrations (0: none).
-  config.sft.batch_size = 16  # Sequences per SFT step.
+  config.sft.steps = 300  # SFT warm-start steps on oracle demonstrations (0: none).
+  config.sft.batch_size = 8  # Sequences per SFT step.
   config.sft.learning_rate = 3e-3  # SFT AdamW learning rate.
   config.sft.noise = 0.1  # Share of oracle turns with a controlled mistake.
-  config.sft.questions = 200  # Train questions the oracle demonstrates.
+  config.sft.questions = 300  # Train questions the oracle demonstrates.
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
 
   config.world = ml_collections.ConfigDict()  # The synthetic world (data/world.py).
-  config.world.num_entities = 200  # Entities, one page each.
-  config.world.train_questions = 400  # Questions in the train split.
+  config.world.num_entities = 150  # Entities, one page each.
+  config.world.train_questions = 300  # Questions in the train split.
   config.world.validation_questions = 32  # Questions in the validation split.
   config.world.test_questions = 32  # Questions in the test split.
   config.world.max_hops = 2  # Questions need 1..max_hops hops.
@@ -71,21 +74,23 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.sub.max_new_tokens = 64  # Tokens per sub-agent turn.
   config.agents.sub.context_tokens = 1024  # Sub-agent context budget.
   config.agents.sub.rows = 64  # Sub-agent conversations live at once.
-  config.agents.visit_chars = 300  # Characters of page text a visit returns.
+  config.agents.visit_chars = 200  # Characters of page text a visit returns.
+  config.agents.snippet_chars = 60  # Characters of each search hit's snippet.
+  config.agents.temperature = 0.8  # Sampling temperature of the rollouts.
   config.agents.search_k = 2  # Results per search.
   config.agents.answer_reserve = 32  # Context ids kept free for a final answer.
 
   config.train = ml_collections.ConfigDict()
-  config.train.steps = 30  # M-GRPO steps.
-  config.train.questions_per_step = 8  # B: questions per step.
-  config.train.group_size = 4  # K: rollouts per question (the GRPO group).
+  config.train.steps = 20  # M-GRPO steps.
+  config.train.questions_per_step = 4  # B: questions per step.
+  config.train.group_size = 8  # K: rollouts per question (the GRPO group).
   config.train.staleness = "sync"  # "sync" or "one_step" (sub weights one step behind).
-  config.train.eval_every = 10  # Greedy validation accuracy every this many steps.
+  config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 32  # Validation questions evaluated.
 
   config.learner = ml_collections.ConfigDict()
-  config.learner.main = _learner(1e-4)  # Main agent's optimizer and loss.
-  config.learner.sub = _learner(1e-4)  # Sub-agent's optimizer and loss.
+  config.learner.main = _learner(2e-4)  # Main agent's optimizer and loss.
+  config.learner.sub = _learner(2e-4)  # Sub-agent's optimizer and loss.
 
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).

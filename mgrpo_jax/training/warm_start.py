@@ -40,15 +40,20 @@ from mgrpo_jax.training import oracle, sft
 CACHE_DIR = "warm_starts"  # Under the cache root.
 VERSION = 1  # Bump when the demonstrations or the SFT recipe change.
 FIGURES = "sft.json"
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
 
 
 def warm_start_key(config: ml_collections.ConfigDict) -> str:
   """Changes with anything the warm-started weights depend on."""
   sft_section = {k: v for k, v in config.sft.to_dict().items()
                  if k != "cache"}
+  # The oracle plays greedily: the rollouts' sampling settings do not
+  # change its demonstrations.
+  agents = {k: v for k, v in config.agents.to_dict().items()
+            if k not in SAMPLING_FIELDS}
   blob = json.dumps({
       "model": config.model.to_dict(), "world": config.world.to_dict(),
-      "sft": sft_section, "agents": config.agents.to_dict(),
+      "sft": sft_section, "agents": agents,
       "mode": "single" if config.mode == "single" else "multi",
       "seed": config.seed, "version": VERSION}, sort_keys=True)
   return hashlib.sha256(blob.encode()).hexdigest()[:16]
