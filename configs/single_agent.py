@@ -19,4 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = base.get_config()
   config.mode = "single"  # The baseline: see configs/default.py for every field.
   config.run_dir = "runs/single_agent"  # Metrics, checkpoints and the store of this baseline.
+  # One agent searches and visits for every hop, then answers: 2 turns per
+  # hop and one to answer.
+  config.agents.main.max_turns = 2 * config.world.max_hops + 1  # The single agent's turns.
   return config

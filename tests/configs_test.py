@@ -1,0 +1,51 @@
+"""Every config file loads, and its values pass the checks of its job."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+from mgrpo_jax.agents.team import check_agents_config
+from mgrpo_jax.training import toy, trainer
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TRAINING = ("default", "frozen_sub", "single_agent", "smollm2")
+
+
+def load(name):
+  spec = importlib.util.spec_from_file_location(name,
+                                                ROOT / "configs" / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def test_every_config_file_is_covered():
+  names = {p.stem for p in (ROOT / "configs").glob("*.py")}
+  assert names == {*TRAINING, "toy", "evaluate"}
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_training_configs_pass_the_trainer_checks(name):
+  config = load(name)
+  assert config.task == "agents"
+  trainer.check_config(config, "all")
+  check_agents_config(trainer.agents_section(config))
+  assert config.run_dir == f"runs/{name}"  # Runs never share a directory.
+
+
+def test_baselines_differ_from_default_only_where_they_say():
+  default = load("default").to_dict()
+  frozen = load("frozen_sub").to_dict()
+  assert frozen.pop("mode") == "frozen_sub" and default.pop("mode") == "mgrpo"
+  frozen.pop("run_dir"), default.pop("run_dir")
+  assert frozen == default
+  single = load("single_agent")
+  assert single.mode == "single"
+  # Search and visit per hop, then the answer.
+  assert single.agents.main.max_turns >= 2 * single.world.max_hops + 1
+
+
+def test_toy_and_evaluate_configs():
+  toy.validate(load("toy"))
+  check_agents_config(load("evaluate").agents)
