@@ -24,11 +24,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.name = "smollm2-135m-instruct"  # A registered model, HF directory or .gguf.
   config.sft.steps = 0  # No warm start: the pretrained model as it is.
 
-  config.world.num_entities = 300  # The evaluation world (configs/evaluate.py).
-  config.world.train_questions = 1000  # Questions in the train split.
-  config.world.validation_questions = 100  # Questions in the validation split.
+  config.world.num_entities = 300  # Entities, one page each.
+  config.world.train_questions = 500  # Questions in the train split.
+  config.world.validation_questions = 50  # Questions in the validation split.
   config.world.test_questions = 100  # Questions in the test split.
-  config.world.max_hops = 2  # Questions need 1..max_hops hops.
+  config.world.max_hops = 2  # Questions need 1..max_hops hops (3 turns each side suffice).
 
   for side in ("main", "sub"):
     config.agents[side].max_turns = 3  # Turns before the agent must answer.

@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from mgrpo_jax.agents.team import check_agents_config
+from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.training import toy, trainer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -32,6 +33,8 @@ def test_training_configs_pass_the_trainer_checks(name):
   trainer.check_config(config, "all")
   check_agents_config(trainer.agents_section(config))
   assert config.run_dir == f"runs/{name}"  # Runs never share a directory.
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  assert len(world.splits["validation"]) >= config.train.eval_questions
 
 
 def test_baselines_differ_from_default_only_where_they_say():

@@ -82,3 +82,28 @@ def test_the_default_world(data_dir):
   # The default config is the builders' listed one (tfds wants that object).
   assert (load_world("validation", data_dir=data_dir)
           == generate_world().task_set("validation"))
+
+
+CONCURRENT = """
+import sys
+from mgrpo_jax.data.world import WorldConfig
+from mgrpo_jax.data.world_builder import load_world
+world = WorldConfig(num_entities=40, train_questions=16,
+                    validation_questions=6, test_questions=8, seed=11)
+tasks = load_world("train", config=world, data_dir=sys.argv[1])
+print(len(tasks.tasks), len(tasks.documents))
+"""
+
+
+def test_two_processes_prepare_the_same_world_at_once(tmp_path):
+  """--role=main and --role=sub on one host load the world together."""
+  import subprocess
+  import sys
+  procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT,
+                             str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+           for _ in range(2)]
+  outs = [p.communicate(timeout=300)[0] for p in procs]
+  for p, out in zip(procs, outs):
+    assert p.returncode == 0, out[-2000:]
+  assert outs[0].splitlines()[-1] == outs[1].splitlines()[-1] == "16 40"

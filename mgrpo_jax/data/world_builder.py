@@ -16,6 +16,7 @@ data_dir is the argument, else `$MGRPO_JAX_CACHE/tfds`, else
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import pathlib
@@ -142,14 +143,24 @@ class SyntheticWorldCorpus(tfds.core.GeneratorBasedBuilder):
 
 def _source(builder_name: str, split: str, config: WorldConfig,
             data_dir: str | os.PathLike | None):
-  """The split as a random-access data source, prepared on first use."""
-  return tfds.data_source(
-      builder_name, split=split, data_dir=os.fspath(default_data_dir(data_dir)),
-      builder_kwargs={"config": builder_config(config),
-                      "file_format": "array_record"},
-      download_and_prepare_kwargs={
-          "download_config": tfds.download.DownloadConfig(
-              try_download_gcs=False)})
+  """The split as a random-access data source, prepared on first use.
+
+  Processes sharing the cache (a run's --role=main and --role=sub on one
+  host) take turns under a file lock: the first prepares the files, the
+  others find them prepared (two preparations at once collide on tfds's
+  final rename).
+  """
+  directory = default_data_dir(data_dir)
+  directory.mkdir(parents=True, exist_ok=True)
+  with open(directory / f".{builder_name}.lock", "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    return tfds.data_source(
+        builder_name, split=split, data_dir=os.fspath(directory),
+        builder_kwargs={"config": builder_config(config),
+                        "file_format": "array_record"},
+        download_and_prepare_kwargs={
+            "download_config": tfds.download.DownloadConfig(
+                try_download_gcs=False)})
 
 
 def _text(value: Any) -> str:
