@@ -89,7 +89,7 @@ def test_bad_input_is_named(tmp_path):
 
 def test_metrics_doc_names_every_logged_metric():
   for prefix in ("main/", "sub/"):
-    for name in ("reward", "format", "clip_fraction", "kl", "loss"):
+    for name in ("reward", "format", "clip_fraction", "approx_kl", "loss"):
       assert prefix + name in METRICS_DOC
   assert {"main/accuracy", "main/grad_norm", "sub/calls_per_rollout",
           "eval/accuracy", "time/step"} <= set(METRICS_DOC)

@@ -53,7 +53,7 @@ def test_plot_run_writes_a_png_per_panel(tmp_path):
     assert path.parent == tmp_path / "plots"
     assert_png(path)
   notes = " ".join(result.notes)
-  assert "main/kl" in notes and "time/store" in notes  # Absent: a note.
+  assert "main/approx_kl" in notes and "time/store" in notes  # Absent.
   assert "phase" in notes  # Not numeric.
   assert "no finite value (null / NaN / inf): sub/clip_fraction." in notes
   assert "main/reward," not in notes

@@ -1,1 +1,1 @@
-"""Deep-research agents: chat protocol, tools, rollouts (in progress)."""
+"""Deep-research agents: chat protocol, tools, rollouts, rewards, the team."""

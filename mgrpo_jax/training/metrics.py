@@ -54,10 +54,10 @@ METRICS_DOC: dict[str, str] = {
                           "1+eps_high] on the side of the advantage).",
     "sub/clip_fraction": "Fraction of the sub-agent's trained tokens whose "
                          "ratio was clipped.",
-    "main/kl": "Mean per-token k3 KL estimate between the main policy and its "
-               "reference model over trained tokens.",
-    "sub/kl": "Mean per-token k3 KL estimate between the sub-agent policy and "
-              "its reference model over trained tokens.",
+    "main/approx_kl": "Mean per-token k3 KL estimate between the main "
+                      "policy before and after the step's update (old vs "
+                      "new), over trained tokens.",
+    "sub/approx_kl": "The same for the sub-agent's update.",
     "main/loss": "Main agent's clipped-surrogate loss (+ beta * KL), "
                  "aggregated as the config's loss mode.",
     "sub/loss": "Sub-agent's clipped-surrogate loss (+ beta * KL), "
