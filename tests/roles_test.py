@@ -21,7 +21,7 @@ def get_config():
 """
 
 
-@pytest.mark.slow  # About 4 minutes on 2 cores: two processes, two warm starts.
+@pytest.mark.slow  # About a minute on 2 cores: two processes, each compiling.
 def test_two_processes_train_through_the_store(tmp_path):
   config = tmp_path / "config.py"
   config.write_text(CONFIG.format(tests=str(ROOT / "tests"),
