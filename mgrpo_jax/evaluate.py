@@ -127,13 +127,11 @@ def _sibling_sub(checkpoint: str | None) -> str | None:
   from mgrpo_jax.training import trained  # pylint: disable=g-import-not-at-top
   if checkpoint is None or not trained.is_trained_checkpoint(checkpoint):
     return None
-  path = pathlib.Path(checkpoint)
-  step = path.name if path.name.isdigit() else None
-  agent_dir = path.parent if step else path
+  agent_dir, step = trained.split_step(checkpoint)
   sub = agent_dir.parent / "sub"
   if agent_dir.name != "main" or not sub.is_dir():
     return None
-  return str(sub / step) if step else str(sub)
+  return str(sub) if step is None else str(sub / str(step))
 
 
 def _load_models(config, checkpoint, sub_checkpoint):

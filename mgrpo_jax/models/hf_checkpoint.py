@@ -263,6 +263,21 @@ def model_arrays(model: Decoder) -> dict[str, np.ndarray]:
           for name in expected_shapes(model.config)}
 
 
+_TOKEN_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def hf_config(config: ModelConfig, tokenizer: Tokenizer | None
+              ) -> dict[str, Any]:
+  """config.json's contents: the model config and the tokenizer's ids."""
+  hf = config.to_hf()
+  if tokenizer is not None:
+    for field, value in zip(_TOKEN_ID_FIELDS, (
+        tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)):
+      if value is not None:
+        hf[field] = value
+  return hf
+
+
 def write_hf_checkpoint(directory: str | pathlib.Path, config: ModelConfig,
                         arrays: Mapping[str, np.ndarray],
                         tokenizer: Tokenizer | None, *, dtype=None) -> None:
@@ -282,16 +297,11 @@ def write_hf_checkpoint(directory: str | pathlib.Path, config: ModelConfig,
              for k, v in to_hf_arrays(config, arrays).items()}
   safetensors.numpy.save_file(tensors, str(directory / WEIGHTS_FILE),
                               metadata={"format": "pt"})
-  hf = config.to_hf()
+  hf = hf_config(config, tokenizer)
   hf["dtype"] = dtype.name
   generation: dict[str, Any] = {}
   if tokenizer is not None:
-    for field, value in (("bos_token_id", tokenizer.bos_id),
-                         ("eos_token_id", tokenizer.eos_id),
-                         ("pad_token_id", tokenizer.pad_id)):
-      if value is not None:
-        hf[field] = value
-        generation[field] = value
+    generation.update({k: hf[k] for k in _TOKEN_ID_FIELDS if k in hf})
     stops = list(tokenizer.stop_token_ids)
     if len(stops) > 1:
       generation["eos_token_id"] = stops

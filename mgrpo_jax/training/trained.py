@@ -16,6 +16,7 @@ only the parameters, straight onto `mesh` when given. This is what
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any
 
@@ -27,7 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from mgrpo_jax.models import sharding as sharding_lib
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import Decoder
-from mgrpo_jax.models.hf_checkpoint import CONFIG_FILE, read_config
+from mgrpo_jax.models.hf_checkpoint import CONFIG_FILE, hf_config, read_config
 from mgrpo_jax.models.tokenizer import Tokenizer
 
 CARD_DIR = "model"  # Beside the agents' directories.
@@ -39,38 +40,33 @@ def write_model_card(checkpoint_dir: str | pathlib.Path,
   card = pathlib.Path(checkpoint_dir) / CARD_DIR
   if (card / CONFIG_FILE).is_file():
     return
-  import json  # pylint: disable=g-import-not-at-top
   card.mkdir(parents=True, exist_ok=True)
   tokenizer.save(card)
-  hf = config.to_hf()
-  for field, value in (("bos_token_id", tokenizer.bos_id),
-                       ("eos_token_id", tokenizer.eos_id),
-                       ("pad_token_id", tokenizer.pad_id)):
-    if value is not None:
-      hf[field] = value
+  hf = hf_config(config, tokenizer)
   tmp = card / (CONFIG_FILE + ".tmp")
   tmp.write_text(json.dumps(hf, indent=2) + "\n", encoding="utf-8")
   tmp.rename(card / CONFIG_FILE)  # Last: a card with config.json is whole.
 
 
-def is_trained_checkpoint(path: str | pathlib.Path) -> bool:
-  """Whether `path` is <run>/checkpoints/<agent>[/<step>] of a run."""
+def split_step(path: str | pathlib.Path) -> tuple[pathlib.Path, int | None]:
+  """(<run>/checkpoints/<agent>, step or None) of an agent[/<step>] path."""
   path = pathlib.Path(path)
-  if path.name.isdigit():
-    path = path.parent
-  return path.is_dir() and (path.parent / CARD_DIR / CONFIG_FILE).is_file()
-
-
-def _split(path: pathlib.Path) -> tuple[pathlib.Path, int | None]:
   if path.name.isdigit():
     return path.parent, int(path.name)
   return path, None
 
 
+def is_trained_checkpoint(path: str | pathlib.Path) -> bool:
+  """Whether `path` is <run>/checkpoints/<agent>[/<step>] of a run."""
+  agent_dir, _ = split_step(path)
+  return agent_dir.is_dir() and (
+      agent_dir.parent / CARD_DIR / CONFIG_FILE).is_file()
+
+
 def load_trained(path: str | pathlib.Path, *, mesh: Mesh | None = None
                  ) -> tuple[Decoder, Tokenizer, int]:
   """(model, tokenizer, step) from <run>/checkpoints/<agent>[/<step>]."""
-  agent_dir, step = _split(pathlib.Path(path))
+  agent_dir, step = split_step(path)
   card = agent_dir.parent / CARD_DIR
   if not (card / CONFIG_FILE).is_file():
     raise FileNotFoundError(
