@@ -44,6 +44,23 @@ def test_multi_single_and_reasoner_teams(parts):
   assert sorted(single.main.specs()) == ["search", "visit"]
 
 
+def test_brief_prompts_keep_role_and_tools(parts):
+  model, tok, corpus = parts
+  full = build_team(small(), corpus, main_model=model, main_tokenizer=tok)
+  brief = build_team(small(prompt_style="brief"), corpus, main_model=model,
+                     main_tokenizer=tok)
+  for name in ("main", "sub"):
+    long_text = full.agents[name].system_prompt()
+    short_text = brief.agents[name].system_prompt()
+    assert len(short_text) < len(long_text) / 3, name
+    # The role's first sentence tells the shared warm start which agent it is.
+    assert short_text.split("\n")[0] == long_text.split(". ")[0] + ".", name
+  assert "Tools: delegate(task)." in brief.main.system_prompt()
+  assert "Tools: search(query), visit(page, goal)." in (
+      brief.agents["sub"].system_prompt())
+  assert "<answer>" in brief.main.system_prompt()
+
+
 @pytest.mark.parametrize("change, message", [
     ({"mode": "solo"}, r"config.agents.mode='solo': expected one of"),
     ({"main.max_turns": 0}, r"config.agents.main.max_turns=0"),
@@ -51,6 +68,8 @@ def test_multi_single_and_reasoner_teams(parts):
     ({"sub.context_tokens": 200}, r"config.agents.sub.context_tokens=200"),
     ({"search_k": 0}, r"config.agents.search_k=0"),
     ({"temperature": -1.0}, r"config.agents.temperature=-1.0"),
+    ({"prompt_style": "short"}, r"config.agents.prompt_style='short': "
+     r"expected one of \['full', 'brief'\]"),
 ])
 def test_bad_config_values_are_named(parts, change, message):
   model, tok, corpus = parts

@@ -46,6 +46,12 @@ def test_tokenizer_round_trips_and_compresses_what_agents_see(tok, world):
   assert prompt.startswith(prompts.MAIN_ROLE)
   # Repeated protocol text is merged: well under one id per 2 characters.
   assert len(tok.encode(prompt)) < len(prompt) / 3
+  brief = prompts.system_prompt(prompts.SUB_ROLE, tiny._tool_specs()[
+      prompts.SUB_ROLE], "brief")
+  assert brief in tiny.protocol_texts()
+  full = prompts.system_prompt(prompts.SUB_ROLE, tiny._tool_specs()[
+      prompts.SUB_ROLE])
+  assert len(tok.encode(brief)) < len(tok.encode(full)) / 3
   page = world.documents[0].text
   assert len(tok.encode(page)) < len(page) / 3
 

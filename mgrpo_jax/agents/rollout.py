@@ -100,6 +100,8 @@ class Agent:
   # that lets an untrained model start the protocol. It is part of the
   # prompt (loss mask 0); the turn is parsed as prefix + generated text.
   first_turn_prefix: str = ""
+  # System prompt style: "full" or "brief" (prompts.system_prompt).
+  prompt_style: str = "full"
 
   def __post_init__(self):
     for field in ("max_turns", "answer_reserve"):
@@ -124,7 +126,7 @@ class Agent:
                                      for d in self.delegations}}
 
   def system_prompt(self) -> str:
-    return prompts.system_prompt(self.role, self.specs())
+    return prompts.system_prompt(self.role, self.specs(), self.prompt_style)
 
 
 @dataclasses.dataclass(eq=False)

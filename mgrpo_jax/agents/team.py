@@ -47,6 +47,9 @@ def check_agents_config(config: ml_collections.ConfigDict) -> None:
     if not isinstance(config[field], int) or config[field] < 1:
       raise ValueError(f"config.agents.{field}={config[field]!r}: expected a "
                        "positive integer.")
+  if config.prompt_style not in prompts.PROMPT_STYLES:
+    raise ValueError(f"config.agents.prompt_style={config.prompt_style!r}: "
+                     f"expected one of {list(prompts.PROMPT_STYLES)}.")
   if not 0 <= config.temperature:
     raise ValueError(f"config.agents.temperature={config.temperature!r}: "
                      "expected a number >= 0 (0 = greedy).")
@@ -84,7 +87,8 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
     raise ValueError("build_team: expected main_model (or a 'main' policy).")
   main_engine = policies.get("main") or _engine(main_model, config.main)
   common = dict(answer_reserve=config.answer_reserve,
-                strict_format=config.strict_format)
+                strict_format=config.strict_format,
+                prompt_style=config.prompt_style)
   if config.mode == "single":
     single = Agent("single", main_engine, main_tokenizer, prompts.SINGLE_ROLE,
                    _sampling(config, config.main),
@@ -121,6 +125,7 @@ def agents_config() -> ml_collections.ConfigDict:
   c.temperature = 1.0  # Sampling temperature of every agent (0 = greedy).
   c.top_p = 1.0  # Nucleus sampling threshold (1 = off).
   c.top_k = 0  # Top-k sampling (0 = off).
+  c.prompt_style = "full"  # System prompts: "full" (role, tools, protocol) or "brief" (~30 ids, for models taught by SFT).
   c.strict_format = True  # One malformed turn makes a trajectory a format failure.
   c.answer_reserve = 64  # Context ids kept free for a final answer.
   c.search_k = 3  # Results per search call when the agent gives no k.

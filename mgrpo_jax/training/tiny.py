@@ -75,10 +75,12 @@ def protocol_texts() -> list[str]:
   the protocol's strings: calls, answers, tool results, format errors."""
   texts = []
   roles = _tool_specs()
-  for role, specs in roles.items():
-    texts.append(prompts.system_prompt(role, specs))
-  texts.append(prompts.system_prompt(
-      prompts.MAIN_ROLE, {DELEGATE.name: DELEGATE, REASON.name: REASON}))
+  for style in prompts.PROMPT_STYLES:
+    for role, specs in roles.items():
+      texts.append(prompts.system_prompt(role, specs, style))
+    texts.append(prompts.system_prompt(
+        prompts.MAIN_ROLE, {DELEGATE.name: DELEGATE, REASON.name: REASON},
+        style))
   all_specs = {**roles[prompts.SUB_ROLE], DELEGATE.name: DELEGATE,
                REASON.name: REASON}
   for spec in all_specs.values():
@@ -178,7 +180,7 @@ def tiny_model_config(vocab_size: int, *, hidden_size: int = 128,
       max_position_embeddings=max_position_embeddings)
 
 
-def _cache_key(world_config: WorldConfig, vocab_size: int) -> str:
+def tokenizer_key(world_config: WorldConfig, vocab_size: int) -> str:
   """Changes with the world, the vocabulary, the prompts and the version."""
   blob = json.dumps({"world": dataclasses.asdict(world_config),
                      "vocab_size": vocab_size,
@@ -192,7 +194,7 @@ def tiny_tokenizer_dir(world_config: WorldConfig, *, vocab_size: int = 2048,
                        ) -> pathlib.Path:
   """Where `tiny_team_assets` keeps the tokenizer of this world."""
   return (cache_root(cache_dir) / CACHE_DIR
-          / f"v{vocab_size}-{_cache_key(world_config, vocab_size)}")
+          / f"v{vocab_size}-{tokenizer_key(world_config, vocab_size)}")
 
 
 def tiny_team_assets(world_config: WorldConfig, *,

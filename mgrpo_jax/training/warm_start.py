@@ -30,15 +30,16 @@ from typing import Any, Callable
 import ml_collections
 
 from mgrpo_jax.data.task import TaskSet
+from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.models.build import init_model
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.hf_checkpoint import save_hf_checkpoint
 from mgrpo_jax.models.loading import cache_root
 from mgrpo_jax.models.tokenizer import Tokenizer
-from mgrpo_jax.training import oracle, sft
+from mgrpo_jax.training import oracle, sft, tiny
 
 CACHE_DIR = "warm_starts"  # Under the cache root.
-VERSION = 1  # Bump when the demonstrations or the SFT recipe change.
+VERSION = 2  # Bump when the demonstrations or the SFT recipe change.
 FIGURES = "sft.json"
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
 
@@ -55,6 +56,9 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
       "model": config.model.to_dict(), "world": config.world.to_dict(),
       "sft": sft_section, "agents": agents,
       "mode": "single" if config.mode == "single" else "multi",
+      # The tokenizer changes with the world and the protocol texts.
+      "tokenizer": tiny.tokenizer_key(WorldConfig(**config.world.to_dict()),
+                                      config.model.vocab_size),
       "seed": config.seed, "version": VERSION}, sort_keys=True)
   return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
