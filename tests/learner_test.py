@@ -92,6 +92,25 @@ def test_compilations_stay_constant_across_steps():
   assert first == {"logp": 2, "grad": 1, "apply": 1}  # logp: alone + in grad
 
 
+def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
+  tokens, masks = trajectories(4)
+  batch = pack(tokens, masks, [1.0, -0.5, 0.25, -1.0], micro_batch=4,
+               min_len=8, max_len=64)
+  learner = _learner(4)  # mu = 1
+  learner.step(batch)
+  assert dict(learner.traces) == {"logp": 1, "grad": 1, "apply": 1}
+  (old,) = learner.logprobs(batch)
+  inputs, targets, mask, adv = next(learner._micro(batch))
+  args = (inputs, targets, mask)
+  recomputed = learner._grad(learner.params, *args, old, None, adv, 10.0)
+  skipped = learner._grad(learner.params, *args, None, None, adv, 10.0)
+  # The same loss and gradient as with the recomputed old log-probs.
+  np.testing.assert_allclose(skipped[0], recomputed[0], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(skipped[1]),
+                  jax.tree.leaves(recomputed[1])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-7)
+
+
 def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
   devices = jax.devices()[4:8]
   mesh = jax.make_mesh((2, 2), ("fsdp", "tp"), devices=devices,

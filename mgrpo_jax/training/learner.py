@@ -7,6 +7,9 @@ advantage per trajectory, and:
      run compiles at most one step per bucket whatever its trajectories were;
   2. recomputes the old log-probs with the current parameters (and the
      reference log-probs with the initial ones when beta > 0), on the mesh;
+     with one inner epoch (mu = 1) the old log-probs are the loss's own
+     forward pass under stop_gradient (same parameters, same numbers), so
+     that extra forward pass is skipped;
   3. runs `mu` inner epochs; each accumulates the gradient over micro-batches
      of the loss total divided by the *global* denominator (so every token
      weighs the same whatever micro-batch it fell in), then applies one
@@ -183,8 +186,9 @@ class Learner:
 
     def loss(params):
       logp = self._logp_fn(params, inputs, targets)
+      old_logp = jax.lax.stop_gradient(logp) if old is None else old
       total, _, metrics = losses.policy_loss_terms(
-          logp, old, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
+          logp, old_logp, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
           ref_logp_BxT=ref, beta=c.beta, aggregation=c.aggregation)
       return total / denom, metrics
 
@@ -225,9 +229,13 @@ class Learner:
 
   def step(self, batch: Batch) -> dict[str, float]:
     """One M-GRPO update of this agent (see the module docstring)."""
-    old = self.logprobs(batch)
+    num_micro = -(-batch.inputs_NxT.shape[0] // self.config.micro_batch)
+    # mu = 1: the only epoch runs on the parameters the old log-probs would
+    # be recomputed with; the loss takes them from its own forward pass.
+    old = (self.logprobs(batch) if self.config.inner_epochs > 1
+           else [None] * num_micro)
     ref = (self.logprobs(batch, reference=True) if self.ref_params is not None
-           else [None] * len(old))
+           else [None] * num_micro)
     denom = jnp.float32(self._denominator(batch))
     # Figures stay on the device until the update is done: one host read.
     pieces, norms = [], []
