@@ -87,6 +87,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.staleness = "sync"  # "sync" or "one_step" (sub weights one step behind).
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 32  # Validation questions evaluated.
+  config.train.eval_samples = 0  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
 
   config.learner = ml_collections.ConfigDict()
   config.learner.main = _learner(2e-4)  # Main agent's optimizer and loss.

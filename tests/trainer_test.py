@@ -14,7 +14,9 @@ from flax import nnx
 from trainer_test_utils import ROOT, tiny_config
 
 from mgrpo_jax import evaluate
-from mgrpo_jax.training import trainer
+from mgrpo_jax.agents.team import agents_config
+from mgrpo_jax.data.world import WorldConfig, generate_world
+from mgrpo_jax.training import oracle, tiny, trainer
 from mgrpo_jax.training.trained import load_trained
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.metrics import MetricsWriter
@@ -178,6 +180,28 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
           "0000000003").is_dir()
 
 
+def test_evaluate_scores_greedy_and_sampled_rollouts():
+  world = generate_world(WorldConfig(num_entities=40, train_questions=6,
+                                     validation_questions=2,
+                                     test_questions=2, max_hops=2))
+  taskset = world.task_set("train")
+  tok = tiny.train_tokenizer(tiny.tokenizer_texts(world), 512)
+  # The perfect oracle team answers every question, greedy or sampled.
+  team = oracle.oracle_team(taskset, tok, agents_config())
+  figures = trainer.evaluate(team, list(taskset.tasks), samples=3)
+  for key in ("accuracy", "sampled_accuracy", "sampled_format"):
+    assert figures[f"eval/{key}"] == 1.0, key
+  assert "eval/sampled_accuracy" not in trainer.evaluate(
+      team, list(taskset.tasks))
+  # One that errs on every turn: all 18 sampled rollouts are scored.
+  team = oracle.oracle_team(taskset, tok, agents_config(), noise=1.0)
+  figures = trainer.evaluate(team, list(taskset.tasks), samples=3)
+  assert figures["eval/accuracy"] == 0.0
+  assert figures["eval/sampled_accuracy"] * 18 == pytest.approx(
+      round(figures["eval/sampled_accuracy"] * 18))
+  assert figures["eval/sampled_accuracy"] < 0.5
+
+
 def test_bad_config_is_refused_before_any_compute(tmp_path):
   config = tiny_config(tmp_path)
   config.align.d_max = 0
@@ -191,6 +215,10 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
   with pytest.raises(ConfigError, match="--role=sub with config.mode"):
     trainer.run(config, role="sub", log=lambda m: None)
   config.mode = "mgrpo"
+  config.train.eval_samples = -1
+  with pytest.raises(ConfigError, match="config.train.eval_samples=-1"):
+    trainer.run(config, log=lambda m: None)
+  config.train.eval_samples = 0
   for field, bad in (("advantage.scale", "zscore"),
                      ("advantage.sub_group_by", "agent"),
                      ("align.fill", "zeros"), ("reward.preset", "mine"),

@@ -65,6 +65,11 @@ def check_config(config: ml_collections.ConfigDict, role: str) -> None:
     if not isinstance(value, int) or value < 1:
       raise ConfigError(f"config.train.{field}={value!r}: expected a "
                         "positive integer.")
+  samples = config.train.eval_samples
+  if not isinstance(samples, int) or samples < 0:
+    raise ConfigError(f"config.train.eval_samples={samples!r}: expected an "
+                      "integer >= 0 (sampled rollouts per validation "
+                      "question; 0: greedy only).")
   if not isinstance(config.align.d_max, int) or config.align.d_max < 1:
     raise ConfigError(f"config.align.d_max={config.align.d_max!r}: expected "
                       "an integer >= 1 (sub-agent slots per rollout).")
@@ -163,15 +168,31 @@ def rollout_step(controller, tasks, group_size, key, weights):
   return rollouts, scores, metrics
 
 
-def evaluate_greedy(controller, tasks) -> dict[str, float]:
+def evaluate(controller, tasks, samples: int = 0) -> dict[str, float]:
+  """Validation figures: one greedy rollout per question (eval/accuracy,
+  format, sub_calls) and, with `samples` > 0, that many rollouts per
+  question at the training temperature (eval/sampled_accuracy,
+  eval/sampled_format: the expected reward terms the policy gradient
+  climbs). The sampling key is the same at every evaluation, so two
+  evaluations differ only through the weights."""
+  start = time.perf_counter()
   rollouts = greedy(controller).run(tasks, 1, jax.random.key(0))
   correct = [is_correct(row[0].main.answer, t)
              for row, t in zip(rollouts, tasks)]
   fmt = [row[0].main.format_ok for row in rollouts]
   calls = [len(row[0].subs) for row in rollouts]
-  return {"eval/accuracy": float(np.mean(correct)),
-          "eval/format": float(np.mean(fmt)),
-          "eval/sub_calls": float(np.mean(calls))}
+  out = {"eval/accuracy": float(np.mean(correct)),
+         "eval/format": float(np.mean(fmt)),
+         "eval/sub_calls": float(np.mean(calls))}
+  if samples:
+    rollouts = controller.run(tasks, samples, jax.random.key(1))
+    out["eval/sampled_accuracy"] = float(np.mean(
+        [is_correct(r.main.answer, t) for row, t in zip(rollouts, tasks)
+         for r in row]))
+    out["eval/sampled_format"] = float(np.mean(
+        [r.main.format_ok for row in rollouts for r in row]))
+  out["time/eval"] = time.perf_counter() - start
+  return out
 
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
@@ -471,7 +492,8 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   bar = ProgressBar(c.steps, side.start_step)
   try:
     if side.samples and side.start_step == 0:
-      metrics = evaluate_greedy(side.controller, side.data.validation)
+      metrics = evaluate(side.controller, side.data.validation,
+                         c.eval_samples)
       writer.write(0, metrics)
       last.update(metrics)
       log(f"step 0: {metrics}")
@@ -485,7 +507,8 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
         metrics.update(side.sub_step(step, step_key))
       done = step + 1
       if side.samples and (done % c.eval_every == 0 or done == c.steps):
-        metrics.update(evaluate_greedy(side.controller, side.data.validation))
+        metrics.update(evaluate(side.controller, side.data.validation,
+                                c.eval_samples))
       metrics["time/step"] = time.perf_counter() - start
       # Metrics first, then the checkpoint: a run killed between the two
       # redoes this step on resume (same seed, same numbers) and appends
