@@ -45,27 +45,28 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.model = ml_collections.ConfigDict()
   config.model.name = "tiny"  # "tiny" (from scratch) or a model name / directory.
-  config.model.vocab_size = 1024  # Tiny tokenizer's vocabulary (trained on the world).
+  config.model.vocab_size = 2048  # Tiny tokenizer's vocabulary (trained on the world; ~1760 ids hold every word, so a name is 1-2 ids).
   config.model.hidden_size = 128  # Tiny model width.
   config.model.num_layers = 2  # Tiny model depth.
 
   config.sft = ml_collections.ConfigDict()
-  config.sft.steps = 300  # SFT warm-start steps on oracle demonstrations (0: none).
+  config.sft.steps = 700  # SFT warm-start steps on oracle demonstrations (0: none).
   config.sft.batch_size = 8  # Sequences per SFT step.
   config.sft.learning_rate = 3e-3  # SFT AdamW learning rate.
-  config.sft.noise = 0.1  # Share of oracle turns with a controlled mistake.
-  config.sft.questions = 300  # Train questions the oracle demonstrates.
+  config.sft.noise = 0.0  # Share of oracle turns with a controlled mistake (wrong names slow the tiny model's learning to copy).
+  config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
 
   config.world = ml_collections.ConfigDict()  # The synthetic world (data/world.py).
   config.world.num_entities = 150  # Entities, one page each.
-  config.world.train_questions = 300  # Questions in the train split.
-  config.world.validation_questions = 32  # Questions in the validation split.
+  config.world.train_questions = 420  # Questions in the train split (the warm start demonstrates the first sft.questions; M-GRPO samples all).
+  config.world.validation_questions = 64  # Questions in the validation split.
   config.world.test_questions = 32  # Questions in the test split.
   config.world.max_hops = 2  # Questions need 1..max_hops hops.
   config.world.seed = 0  # Seeds the world.
 
   config.agents = agents_config()  # The team (agents/team.py).
+  config.agents.prompt_style = "brief"  # ~40-id system prompts: the tiny model learns the protocol from the demonstrations.
   config.agents.main.max_turns = 4  # Main-agent turns before it must answer.
   config.agents.main.max_new_tokens = 64  # Tokens per main-agent turn.
   config.agents.main.context_tokens = 1024  # Main-agent context budget.
@@ -76,22 +77,22 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.sub.rows = 64  # Sub-agent conversations live at once.
   config.agents.visit_chars = 200  # Characters of page text a visit returns.
   config.agents.snippet_chars = 60  # Characters of each search hit's snippet.
-  config.agents.temperature = 0.8  # Sampling temperature of the rollouts.
+  config.agents.temperature = 0.6  # Sampling temperature of the rollouts.
   config.agents.search_k = 2  # Results per search.
   config.agents.answer_reserve = 32  # Context ids kept free for a final answer.
 
   config.train = ml_collections.ConfigDict()
-  config.train.steps = 20  # M-GRPO steps.
-  config.train.questions_per_step = 4  # B: questions per step.
+  config.train.steps = 25  # M-GRPO steps.
+  config.train.questions_per_step = 8  # B: questions per step.
   config.train.group_size = 8  # K: rollouts per question (the GRPO group).
   config.train.staleness = "sync"  # "sync" or "one_step" (sub weights one step behind).
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
-  config.train.eval_questions = 32  # Validation questions evaluated.
-  config.train.eval_samples = 0  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
+  config.train.eval_questions = 64  # Validation questions evaluated.
+  config.train.eval_samples = 2  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
 
   config.learner = ml_collections.ConfigDict()
-  config.learner.main = _learner(2e-4)  # Main agent's optimizer and loss.
-  config.learner.sub = _learner(2e-4)  # Sub-agent's optimizer and loss.
+  config.learner.main = _learner(1e-4)  # Main agent's optimizer and loss.
+  config.learner.sub = _learner(1e-4)  # Sub-agent's optimizer and loss.
 
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).

@@ -44,6 +44,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.search_k = 3  # Results per search.
   config.agents.answer_reserve = 48  # Context ids kept free for a final answer.
   config.agents.temperature = 0.7  # Sampling temperature of the rollouts.
+  config.agents.prompt_style = "full"  # A pretrained model is told the whole protocol.
   # The untrained 135M model does not start the protocol by itself (see
   # configs/evaluate.py): each agent's first turn opens a tool call for it.
   config.agents.main.first_turn_prefix = (  # Main agent's seeded first-turn opening.

@@ -48,7 +48,9 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
   for name, array in read_hf_checkpoint(fresh)[1].items():
     assert (array == weights[name]).all(), name
   # Any setting the weights depend on changes the key.
-  for section, field, value in (("sft", "steps", 3), ("sft", "noise", 0.0),
+  for section, field, value in (("sft", "steps", 3), ("sft", "noise", 0.2),
+                                ("agents", "prompt_style", "full"),
+                                ("model", "vocab_size", 1024),
                                 ("world", "seed", 1), ("model", "hidden_size",
                                                        64),
                                 ("agents", "visit_chars", 100)):
