@@ -54,9 +54,10 @@ METRICS_DOC: dict[str, str] = {
                           "1+eps_high] on the side of the advantage).",
     "sub/clip_fraction": "Fraction of the sub-agent's trained tokens whose "
                          "ratio was clipped.",
-    "main/approx_kl": "Mean per-token k3 KL estimate between the main "
-                      "policy before and after the step's update (old vs "
-                      "new), over trained tokens.",
+    "main/approx_kl": "Mean per-token k3 KL estimate between the old "
+                      "policy (the one that sampled) and the one being "
+                      "updated, over the epochs' trained tokens: 0 in the "
+                      "first epoch, so non-zero only with mu > 1.",
     "sub/approx_kl": "The same for the sub-agent's update.",
     "main/loss": "Main agent's clipped-surrogate loss (+ beta * KL), "
                  "aggregated as the config's loss mode.",
@@ -73,6 +74,10 @@ METRICS_DOC: dict[str, str] = {
     "time/step": "Wall-clock seconds of the whole training step.",
     "eval/accuracy": "Accuracy on the evaluation split (mean over its "
                      "rollouts), at evaluation steps only.",
+    "eval/sampled_accuracy": "Accuracy of train.eval_samples rollouts per "
+                             "validation question at the training "
+                             "temperature (same key every evaluation).",
+    "time/eval": "Seconds of the step's validation rollouts.",
 }
 
 
