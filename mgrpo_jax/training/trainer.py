@@ -176,21 +176,21 @@ def evaluate(controller, tasks, samples: int = 0) -> dict[str, float]:
   climbs). The sampling key is the same at every evaluation, so two
   evaluations differ only through the weights."""
   start = time.perf_counter()
-  rollouts = greedy(controller).run(tasks, 1, jax.random.key(0))
-  correct = [is_correct(row[0].main.answer, t)
-             for row, t in zip(rollouts, tasks)]
-  fmt = [row[0].main.format_ok for row in rollouts]
-  calls = [len(row[0].subs) for row in rollouts]
-  out = {"eval/accuracy": float(np.mean(correct)),
-         "eval/format": float(np.mean(fmt)),
-         "eval/sub_calls": float(np.mean(calls))}
+
+  def scored(rollouts):  # Means of (correct, well-formed, sub calls).
+    return np.array([(is_correct(r.main.answer, t), r.main.format_ok,
+                      len(r.subs)) for row, t in zip(rollouts, tasks)
+                     for r in row], np.float64).mean(axis=0)
+
+  accuracy, fmt, calls = scored(
+      greedy(controller).run(tasks, 1, jax.random.key(0)))
+  out = {"eval/accuracy": float(accuracy), "eval/format": float(fmt),
+         "eval/sub_calls": float(calls)}
   if samples:
-    rollouts = controller.run(tasks, samples, jax.random.key(1))
-    out["eval/sampled_accuracy"] = float(np.mean(
-        [is_correct(r.main.answer, t) for row, t in zip(rollouts, tasks)
-         for r in row]))
-    out["eval/sampled_format"] = float(np.mean(
-        [r.main.format_ok for row in rollouts for r in row]))
+    accuracy, fmt, _ = scored(
+        controller.run(tasks, samples, jax.random.key(1)))
+    out["eval/sampled_accuracy"] = float(accuracy)
+    out["eval/sampled_format"] = float(fmt)
   out["time/eval"] = time.perf_counter() - start
   return out
 
