@@ -132,3 +132,40 @@ def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
 def test_bad_learner_config_is_named(field, value):
   with pytest.raises(ValueError, match=f"LearnerConfig.{field}"):
     LearnerConfig(**{field: value})
+
+
+
+def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
+  """The loss scores exactly the ids the engine sampled, at the positions
+  it sampled them (prompt, error messages and turn boundaries included):
+  packed log-probs equal the engine's own at temperature 1."""
+  from model_test_utils import tiny_tokenizer
+  from mgrpo_jax.agents import prompts
+  from mgrpo_jax.agents.rollout import Agent, RolloutController
+  from mgrpo_jax.data.task import Task
+  from mgrpo_jax.sampling import Engine
+  from mgrpo_jax.sampling.sampling_params import SamplingParams
+  model = build.init_model(tiny_config(max_position_embeddings=512), seed=0)
+  engine = Engine(model, max_conversations=4, cache_len=512, chunk_steps=8)
+  agent = Agent("main", engine, tiny_tokenizer(), prompts.MAIN_ROLE,
+                SamplingParams(temperature=1.0, max_new_tokens=24),
+                max_turns=3)
+  tasks = [Task(f"q{i}", f"Question {i}?", ("x",), "test") for i in range(2)]
+  rollouts = RolloutController(agent, []).run(tasks, group_size=2,
+                                              key=jax.random.key(1))
+  trajectories = [r.main for row in rollouts for r in row]
+  # A random model breaks the protocol: error messages sit between turns.
+  assert any(len(t.turns) > 1 for t in trajectories)
+  learner = Learner("main", model, LearnerConfig(
+      learning_rate=1e-3, micro_batch=2, min_len=64, max_len=512))
+  batch = pack([t.tokens for t in trajectories],
+               [t.loss_mask for t in trajectories],
+               [0.0] * len(trajectories), micro_batch=2, min_len=64,
+               max_len=512)
+  logp_NxT = np.concatenate([np.asarray(x) for x in learner.logprobs(batch)])
+  for i, t in enumerate(trajectories):
+    n = len(t.tokens) - 1
+    mask = batch.mask_NxT[i, :n].astype(bool)
+    assert mask.sum() == t.loss_mask[1:].sum() > 0
+    np.testing.assert_allclose(logp_NxT[i, :n][mask], t.logprobs[1:][mask],
+                               atol=2e-4)
