@@ -120,9 +120,46 @@ def test_policy_counts_its_mistakes(taskset, tok):
   assert "malformed" in sub_made
 
 
+@pytest.mark.parametrize("mode", ["multi", "single"])
+def test_early_answer_stops_multi_hop_questions_after_the_first_hop(
+    taskset, tok, mode):
+  def run(early_answer):
+    return oracle.oracle_rollouts(taskset, tok, agents=single_config(),
+                                  mode=mode, early_answer=early_answer,
+                                  seed=1, group_size=2, context_tokens=2048)
+
+  always, never, half = run(1.0), run(0.0), run(0.5)
+  hops = lambda r: (len(r.subs) if mode == "multi" else
+                    sum(t.tool == "visit" for t in r.main.turns))
+  stopped = []
+  for task, row_always, row_never, row_half in zip(taskset.tasks, always,
+                                                   never, half):
+    for r_always, r_never, r_half in zip(row_always, row_never, row_half):
+      # Never: every hop, the right answer. Always: one hop, and that
+      # hop's answer (an intermediate entity on a multi-hop question).
+      assert hops(r_never) == task.hops
+      assert is_correct(r_never.main.answer, task)
+      assert hops(r_always) == 1 and r_always.main.format_ok
+      assert r_always.main.answer == task.sub_questions[0].answer
+      assert is_correct(r_always.main.answer, task) == (task.hops == 1)
+      if task.hops > 1:
+        stopped.append(hops(r_half) == 1)
+      else:
+        assert hops(r_half) == 1 and is_correct(r_half.main.answer, task)
+  assert 0 < sum(stopped) < len(stopped)  # Decided per conversation.
+  # No names are changed: every report states its hop's gold answer.
+  if mode == "multi":
+    for task, row in zip(taskset.tasks, always):
+      for r in row:
+        assert (oracle.report_answer(r.subs[0].answer)
+                == task.sub_questions[0].answer)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"role": "boss"}, r"role='boss'"),
     ({"role": "main", "noise": 1.5}, r"noise=1.5"),
+    ({"role": "main", "early_answer": -0.1}, r"early_answer=-0.1"),
+    ({"role": "sub", "early_answer": 0.5}, r"role='sub'"),
 ])
 def test_bad_policy_arguments_are_named(taskset, tok, kwargs, message):
   with pytest.raises(ValueError, match=message):

@@ -219,6 +219,15 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
   with pytest.raises(ConfigError, match="config.train.eval_samples=-1"):
     trainer.run(config, log=lambda m: None)
   config.train.eval_samples = 0
+  for field, bad in (("sft.noise", 1.5), ("sft.early_answer", -0.2),
+                     ("sft.steps", -1), ("sft.questions", 0),
+                     ("sft.learning_rate", 0.0)):
+    section, name = field.split(".")
+    good = config[section][name]
+    config[section][name] = bad
+    with pytest.raises(ConfigError, match=f"config.{field}={bad}"):
+      trainer.run(config, log=lambda m: None)
+    config[section][name] = good
   for field, bad in (("advantage.scale", "zscore"),
                      ("advantage.sub_group_by", "agent"),
                      ("align.fill", "zeros"), ("reward.preset", "mine"),

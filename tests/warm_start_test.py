@@ -49,6 +49,7 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
     assert (array == weights[name]).all(), name
   # Any setting the weights depend on changes the key.
   for section, field, value in (("sft", "steps", 3), ("sft", "noise", 0.2),
+                                ("sft", "early_answer", 0.5),
                                 ("agents", "prompt_style", "full"),
                                 ("model", "vocab_size", 1024),
                                 ("world", "seed", 1), ("model", "hidden_size",

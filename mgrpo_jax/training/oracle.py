@@ -24,6 +24,13 @@ a malformed turn (unclosed tag, broken JSON, missing tags), from which it
 recovers by repeating the action on the controller's format error. Noise is
 drawn from an explicit seed, so the same seed gives the same demonstrations.
 
+Early answers: with probability `early_answer` per multi-hop question, the
+main agent answers right after its first report (the single agent after its
+first hop) with that hop's answer, an intermediate entity: a planner that
+has not learned to decompose. Unlike
+`noise`, this is one decision per conversation and writes no wrong names,
+so a model trained on it copies names as well as one trained without it.
+
 `demonstrations` runs a whole TaskSet through a team of oracles and returns
 the trajectories (token ids + loss mask: exactly what SFT trains on).
 """
@@ -53,7 +60,7 @@ from mgrpo_jax.sampling.engine import Result
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 ROLES = ("main", "sub", "single")
-MISTAKES = ("wrong_entity", "wrong_answer", "malformed")
+MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer")
 UNKNOWN = "unknown"  # What the oracle answers when it found nothing.
 EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
 
@@ -184,6 +191,7 @@ class _State:
   # (tool, output) of each tool result received, in order.
   results: list[tuple[str, str]] = dataclasses.field(default_factory=list)
   answer_now: bool = False  # The last message asked for the answer now.
+  answer_after: int | None = None  # Main: answer after this many reports.
 
 
 class OraclePolicy:
@@ -195,12 +203,15 @@ class OraclePolicy:
     role: "main" (delegates), "sub" (searches for a delegated task) or
       "single" (searches for the question itself).
     noise: chance in [0, 1] of a controlled mistake per turn.
+    early_answer: chance in [0, 1] that the main (or single) agent answers
+      a multi-hop question after its first hop (0 for role "sub").
     rng: the noise's random generator, or a seed for one.
     max_conversations, cache_len: row and context budgets, as an Engine's.
   """
 
   def __init__(self, tokenizer: Any, knowledge: Knowledge, role: str, *,
-               noise: float = 0.0, rng: np.random.Generator | int = 0,
+               noise: float = 0.0, early_answer: float = 0.0,
+               rng: np.random.Generator | int = 0,
                max_conversations: int = 64, cache_len: int = 4096):
     if role not in ROLES:
       raise ValueError(f"OraclePolicy: role={role!r}; expected one of "
@@ -209,7 +220,15 @@ class OraclePolicy:
       raise ValueError(f"OraclePolicy: noise={noise!r}; expected a number in "
                        "[0, 1].")
     self.tokenizer, self.knowledge, self.role = tokenizer, knowledge, role
-    self.noise = float(noise)
+    if (not isinstance(early_answer, (int, float))
+        or not 0 <= early_answer <= 1):
+      raise ValueError(f"OraclePolicy: early_answer={early_answer!r}; "
+                       "expected a number in [0, 1].")
+    if early_answer and role == "sub":
+      raise ValueError(f"OraclePolicy: early_answer={early_answer} with "
+                       "role='sub'; a sub-agent answers one hop (expected "
+                       "0).")
+    self.noise, self.early_answer = float(noise), float(early_answer)
     self.rng = np.random.default_rng(rng)
     self.max_conversations, self.cache_len = max_conversations, cache_len
     self.mistakes = collections.Counter()  # Mistakes made, by kind.
@@ -286,6 +305,11 @@ class OraclePolicy:
                          "agent's first_turn_prefix is not supported).")
       begin = text.index(self._user_open) + len(self._user_open)
       state.user = text[begin:len(text) - len(self._user_close)]
+      if (self.early_answer and self.role != "sub"
+          and len(self.knowledge.task(state.user).sub_questions) > 1
+          and self.rng.random() < self.early_answer):
+        state.answer_after = 1
+        self.mistakes["early_answer"] += 1
       return
     results = _TOOL_RESULT.findall(text)
     if results:
@@ -339,7 +363,8 @@ class OraclePolicy:
     task = self.knowledge.task(state.user)
     reports = [report_answer(text) for name, text in state.results
                if name == DELEGATE.name]
-    if state.answer_now or len(reports) >= len(task.sub_questions):
+    if (state.answer_now or len(reports) >= len(task.sub_questions)
+        or len(reports) == state.answer_after):
       answer = reports[-1] if reports else UNKNOWN
       return self._final("The reports answer the question.", answer)
     step = step_texts(task, reports)[len(reports)]
@@ -390,7 +415,8 @@ class OraclePolicy:
         step = step_texts(task, answers)[len(answers)]
         answers.append(self.knowledge.answer(step, text) or UNKNOWN)
         current = []
-    if len(answers) < len(task.sub_questions) and not state.answer_now:
+    if (len(answers) < len(task.sub_questions) and not state.answer_now
+        and len(answers) != state.answer_after):
       step = step_texts(task, answers)[len(answers)]
       turn = self._research(step, current, False)
       if isinstance(turn, str):
@@ -405,7 +431,8 @@ class OraclePolicy:
 
 def oracle_team(taskset: TaskSet, tokenizer: Any,
                 agents: ml_collections.ConfigDict, *, noise: float = 0.0,
-                seed: int = 0) -> RolloutController:
+                early_answer: float = 0.0, seed: int = 0
+                ) -> RolloutController:
   """The team `agents.build_team` builds for `agents` (a run's `agents`
   section), each agent played by an `OraclePolicy` instead of an Engine."""
   config = agents
@@ -423,6 +450,7 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
 
   def policy(role: str, section: ml_collections.ConfigDict, stream: int):
     return OraclePolicy(tokenizer, knowledge, role, noise=noise,
+                        early_answer=0.0 if role == "sub" else early_answer,
                         rng=np.random.default_rng([seed, stream]),
                         max_conversations=section.rows,
                         cache_len=section.context_tokens)
@@ -452,7 +480,8 @@ def _config(mode: str | None, context_tokens: int | None,
 
 def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
                     mode: str | None = None,
-                    noise: float = 0.0, seed: int = 0, group_size: int = 1,
+                    noise: float = 0.0, early_answer: float = 0.0,
+                    seed: int = 0, group_size: int = 1,
                     context_tokens: int | None = None,
                     agents: ml_collections.ConfigDict | None = None
                     ) -> list[list[Rollout]]:
@@ -460,13 +489,14 @@ def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
   (arguments as `demonstrations`')."""
   controller = oracle_team(taskset, tokenizer,
                            _config(mode, context_tokens, agents),
-                           noise=noise, seed=seed)
+                           noise=noise, early_answer=early_answer, seed=seed)
   return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
 
 
 def demonstrations(taskset: TaskSet, tokenizer: Any, *,
                    mode: str | None = None,
-                   noise: float = 0.0, seed: int = 0, group_size: int = 1,
+                   noise: float = 0.0, early_answer: float = 0.0,
+                   seed: int = 0, group_size: int = 1,
                    context_tokens: int | None = None,
                    agents: ml_collections.ConfigDict | None = None
                    ) -> list[Trajectory]:
@@ -478,13 +508,16 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
     tokenizer: the agents' tokenizer.
     mode: "multi" (main + sub-agent) or "single" (None: the config's).
     noise: chance of a controlled mistake per turn (0: perfect play).
+    early_answer: chance that a multi-hop question's demonstration answers
+      after the first hop (0: never).
     seed: seeds the mistakes; same seed, same demonstrations.
     group_size: rollouts per task (differ only when noise > 0).
     context_tokens: both agents' context budget (None: the config's).
     agents: the run's `agents` config section (default `agents_config()`);
       budgets, turns and tool settings are taken from it.
   """
-  rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise, seed=seed,
+  rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise,
+                         early_answer=early_answer, seed=seed,
                          group_size=group_size, context_tokens=context_tokens,
                          agents=agents)
   return [t for row in rows for r in row for t in (r.main, *r.subs)]

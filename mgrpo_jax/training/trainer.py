@@ -65,11 +65,14 @@ def check_config(config: ml_collections.ConfigDict, role: str) -> None:
     if not isinstance(value, int) or value < 1:
       raise ConfigError(f"config.train.{field}={value!r}: expected a "
                         "positive integer.")
-  samples = config.train.eval_samples
-  if not isinstance(samples, int) or samples < 0:
-    raise ConfigError(f"config.train.eval_samples={samples!r}: expected an "
-                      "integer >= 0 (sampled rollouts per validation "
-                      "question; 0: greedy only).")
+  config_checks.integer(config, "train.eval_samples", minimum=0)
+  config_checks.integer(config, "sft.steps", minimum=0)
+  config_checks.integer(config, "sft.batch_size", minimum=1)
+  config_checks.integer(config, "sft.questions", minimum=1)
+  config_checks.number(config, "sft.learning_rate", minimum=0.0,
+                       open_min=True)
+  config_checks.number(config, "sft.noise", minimum=0.0, maximum=1.0)
+  config_checks.number(config, "sft.early_answer", minimum=0.0, maximum=1.0)
   if not isinstance(config.align.d_max, int) or config.align.d_max < 1:
     raise ConfigError(f"config.align.d_max={config.align.d_max!r}: expected "
                       "an integer >= 1 (sub-agent slots per rollout).")

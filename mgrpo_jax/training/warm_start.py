@@ -85,7 +85,9 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   start = time.perf_counter()
   mode = agents.mode
   demos = oracle.demonstrations(taskset, tokenizer, mode=mode,
-                                noise=config.sft.noise, seed=config.seed,
+                                noise=config.sft.noise,
+                                early_answer=config.sft.early_answer,
+                                seed=config.seed,
                                 agents=agents)
   log(f"warm start: SFT of a {model_config.num_params / 1e6:.2f}M-parameter "
       f"model on {len(demos)} oracle trajectories of {len(taskset.tasks)} "
