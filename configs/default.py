@@ -2,9 +2,10 @@
 
 `python -m mgrpo_jax.main --config configs/default.py` (CPU-sized): a
 tokenizer is trained on the world, one tiny Llama is warm-started by SFT on
-oracle demonstrations of both agents (cached for later runs), the main agent
-and the sub-agent each get their own copy, and both train with M-GRPO, each
-on its own mesh. configs/frozen_sub.py, single_agent.py and smollm2.py
+oracle demonstrations of both agents (cached for later runs; in 60% of the
+two-hop questions the demonstrated planner answers after the first hop), the
+main agent and the sub-agent each get their own copy, and both train with
+M-GRPO, each on its own mesh: the planner learns to delegate the second hop. configs/frozen_sub.py, single_agent.py and smollm2.py
 start from this file. Every field can be overridden, e.g.
 `--config.train.steps=5`.
 """
@@ -54,6 +55,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.batch_size = 8  # Sequences per SFT step.
   config.sft.learning_rate = 3e-3  # SFT AdamW learning rate.
   config.sft.noise = 0.0  # Share of oracle turns with a controlled mistake (wrong names slow the tiny model's learning to copy).
+  config.sft.early_answer = 0.6  # Share of multi-hop demonstrations whose planner answers after the first hop (a planner M-GRPO must teach to decompose).
   config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
 
