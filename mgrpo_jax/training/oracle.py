@@ -27,9 +27,8 @@ drawn from an explicit seed, so the same seed gives the same demonstrations.
 Early answers: with probability `early_answer` per multi-hop question, the
 main agent answers right after its first report (the single agent after its
 first hop) with that hop's answer, an intermediate entity: a planner that
-has not learned to decompose. Unlike
-`noise`, this is one decision per conversation and writes no wrong names,
-so a model trained on it copies names as well as one trained without it.
+has not learned to decompose. Unlike `noise`, this is one decision per
+conversation, and it writes no wrong name into any turn.
 
 `demonstrations` runs a whole TaskSet through a team of oracles and returns
 the trajectories (token ids + loss mask: exactly what SFT trains on).
@@ -60,6 +59,7 @@ from mgrpo_jax.sampling.engine import Result
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 ROLES = ("main", "sub", "single")
+# Controlled mistakes, as counted in `OraclePolicy.mistakes`.
 MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer")
 UNKNOWN = "unknown"  # What the oracle answers when it found nothing.
 EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
@@ -191,7 +191,7 @@ class _State:
   # (tool, output) of each tool result received, in order.
   results: list[tuple[str, str]] = dataclasses.field(default_factory=list)
   answer_now: bool = False  # The last message asked for the answer now.
-  answer_after: int | None = None  # Main: answer after this many reports.
+  answer_after: int | None = None  # Main / single: answer after this many hops.
 
 
 class OraclePolicy:

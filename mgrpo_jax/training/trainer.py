@@ -61,10 +61,7 @@ def check_config(config: ml_collections.ConfigDict, role: str) -> None:
                       f"expected one of {list(STALENESS)}.")
   for field in ("steps", "questions_per_step", "group_size", "eval_every",
                 "eval_questions"):
-    value = config.train[field]
-    if not isinstance(value, int) or value < 1:
-      raise ConfigError(f"config.train.{field}={value!r}: expected a "
-                        "positive integer.")
+    config_checks.integer(config, f"train.{field}", minimum=1)
   config_checks.integer(config, "train.eval_samples", minimum=0)
   config_checks.integer(config, "sft.steps", minimum=0)
   config_checks.integer(config, "sft.batch_size", minimum=1)
