@@ -134,7 +134,6 @@ def test_bad_learner_config_is_named(field, value):
     LearnerConfig(**{field: value})
 
 
-
 def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
   """The loss scores exactly the ids the engine sampled, at the positions
   it sampled them (prompt, error messages and turn boundaries included):
