@@ -216,14 +216,11 @@ class OraclePolicy:
     if role not in ROLES:
       raise ValueError(f"OraclePolicy: role={role!r}; expected one of "
                        f"{list(ROLES)}.")
-    if not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
-      raise ValueError(f"OraclePolicy: noise={noise!r}; expected a number in "
-                       "[0, 1].")
+    for name, share in (("noise", noise), ("early_answer", early_answer)):
+      if not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ValueError(f"OraclePolicy: {name}={share!r}; expected a "
+                         "number in [0, 1].")
     self.tokenizer, self.knowledge, self.role = tokenizer, knowledge, role
-    if (not isinstance(early_answer, (int, float))
-        or not 0 <= early_answer <= 1):
-      raise ValueError(f"OraclePolicy: early_answer={early_answer!r}; "
-                       "expected a number in [0, 1].")
     if early_answer and role == "sub":
       raise ValueError(f"OraclePolicy: early_answer={early_answer} with "
                        "role='sub'; a sub-agent answers one hop (expected "
@@ -305,7 +302,7 @@ class OraclePolicy:
                          "agent's first_turn_prefix is not supported).")
       begin = text.index(self._user_open) + len(self._user_open)
       state.user = text[begin:len(text) - len(self._user_close)]
-      if (self.early_answer and self.role != "sub"
+      if (self.early_answer
           and len(self.knowledge.task(state.user).sub_questions) > 1
           and self.rng.random() < self.early_answer):
         state.answer_after = 1
