@@ -17,7 +17,8 @@ import os
 import pathlib
 
 from mgrpo_jax.data.corpus import Document
-from mgrpo_jax.data.readers import (READERS, DataError, Record, csv_header,
+from mgrpo_jax.data.readers import READERS
+from mgrpo_jax.data.records import (DataError, Record, csv_header,
                                     first_json_record, json_records)
 from mgrpo_jax.data.task import TaskSet
 from mgrpo_jax.data.world import SOURCE, SPLITS, WorldConfig

@@ -1,210 +1,36 @@
 """Readers for benchmark files a user supplies; each returns a `TaskSet`.
 
   read_gaia(path)         GAIA `metadata.jsonl`
-  read_webwalkerqa(path)  WebWalkerQA, a JSON list or JSONL
+  read_webwalkerqa(path)  WebWalkerQA
   read_xbench(path)       XBench-DeepSearch CSV (text XOR-ed with the canary)
-  read_hotpotqa(path)     HotpotQA, a JSON list or JSONL; paragraphs -> corpus
-  read_musique(path)      MuSiQue JSONL; paragraphs -> corpus
+  read_hotpotqa(path)     HotpotQA; paragraphs -> corpus
+  read_musique(path)      MuSiQue; paragraphs -> corpus
 
-Files are read as given; nothing is downloaded. `limit` keeps the first
-records only (and, for the corpus, only their paragraphs). Bad input (a
-missing or empty file, a line that is not JSON, a missing field, a value of
-the wrong type, a row that does not decrypt) raises `DataError`, whose message
-names the file, the line (JSON) or row (CSV), the field and what was expected.
+Files are read as given; nothing is downloaded. The JSON readers take JSON
+Lines, a JSON list of records, or one object holding that list under a key
+such as "data" (see `records`); numbers and booleans where text is expected
+are read as text (HotpotQA's integer `_id`s), and lists or objects given as
+JSON strings are parsed. `limit` keeps the first records only (and, for the
+corpus, only their paragraphs). Bad input (a missing or empty file, a line
+that is not JSON, a missing field, a value of the wrong type, a row that
+does not decrypt) raises `DataError`, whose message names the file, the
+line, record or row, the field, the value and what was expected.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import csv
-import dataclasses
 import hashlib
-import json
 import os
-import pathlib
 import re
 import unicodedata
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.records import (DataError, Record, csv_records,
+                                    json_records, show)
 from mgrpo_jax.data.task import SubQuestion, Task, TaskSet
-
-
-class DataError(ValueError):
-  """A data file cannot be read (the message says where and why)."""
-
-
-_MISSING = object()
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number",
-               bool: "a boolean", list: "a list", dict: "an object"}
-
-
-def _show(value: Any) -> str:
-  text = repr(value)
-  text = text if len(text) <= 60 else text[:57] + "..."
-  kind = "null" if value is None else _TYPE_NAMES.get(type(value),
-                                                      type(value).__name__)
-  return f"{text} ({kind})"
-
-
-def _is(value: Any, kinds: tuple[type, ...]) -> bool:
-  if isinstance(value, bool):
-    return bool in kinds
-  return isinstance(value, kinds)
-
-
-@dataclasses.dataclass(frozen=True)
-class Record:
-  """One record of a file, with where it came from for error messages."""
-  path: pathlib.Path
-  where: str  # "line 3" (JSON) or "row 2 (line 3)" (CSV).
-  data: Mapping[str, Any]
-  prefix: str = ""  # Field-name prefix of a nested record ("info.").
-
-  def error(self, field: str, problem: str, expected: str) -> DataError:
-    return DataError(f"{self.path}, {self.where}: field "
-                     f"{self.prefix + field!r} {problem}; expected {expected}.")
-
-  def check(self, field: str, value: Any, kinds: tuple[type, ...],
-            expected: str) -> Any:
-    """`value` if it has one of `kinds`, else a DataError about `field`."""
-    if value is _MISSING:
-      raise self.error(field, "is missing", expected)
-    if not _is(value, kinds):
-      raise self.error(field, f"is {_show(value)}", expected)
-    return value
-
-  def field(self, field: str, kinds: tuple[type, ...], expected: str, *,
-            optional: bool = False, default: Any = None) -> Any:
-    """The record's `field`; when optional, a missing or null one gives
-    `default`."""
-    value = self.data.get(field, _MISSING)
-    if optional and (value is _MISSING or value is None):
-      return default
-    return self.check(field, value, kinds, expected)
-
-  def text(self, field: str, *, optional: bool = False,
-           allow_empty: bool = False) -> str:
-    """A string field; required ones must not be blank unless allow_empty."""
-    value = self.field(field, (str,), "a string", optional=optional,
-                       default="")
-    if not optional and not allow_empty and not value.strip():
-      raise self.error(field, "is empty", "a non-empty string")
-    return value
-
-  def texts(self, field: str, *, optional: bool = False) -> tuple[str, ...]:
-    """A list-of-strings field."""
-    values = self.field(field, (list,), "a list of strings",
-                        optional=optional, default=[])
-    for i, value in enumerate(values):
-      self.check(f"{field}[{i}]", value, (str,), "a string")
-    return tuple(values)
-
-  def sub(self, field: str, value: Any) -> Record:
-    """A nested object as a record whose errors name `field.`."""
-    self.check(field, value, (dict,), "an object")
-    return Record(self.path, self.where, value, f"{self.prefix}{field}.")
-
-
-def _read_text(path: str | os.PathLike) -> tuple[pathlib.Path, str]:
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise DataError(f"{path}: no such file; expected a path to a data file.")
-  try:
-    text = path.read_text(encoding="utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: byte {e.start} is not UTF-8; expected a UTF-8 "
-                    "text file.") from None
-  if not text.strip():
-    raise DataError(f"{path}: the file is empty; expected at least one "
-                    "record.")
-  return path, text
-
-
-def _line_of(text: str, pos: int) -> int:
-  return text.count("\n", 0, pos) + 1
-
-
-def _json_list(path: pathlib.Path, text: str) -> Iterator[Record]:
-  """The objects of a JSON list, each with the line it starts on."""
-  decoder = json.JSONDecoder()
-  space = re.compile(r"\s*")
-  pos = space.match(text, text.index("[") + 1).end()
-  count = 0
-  while True:
-    if text.startswith("]", pos):
-      break
-    if count:
-      if not text.startswith(",", pos):
-        raise DataError(f"{path}, line {_line_of(text, pos)}: expected ',' "
-                        "or ']' between the list's records.")
-      pos = space.match(text, pos + 1).end()
-    try:
-      value, end = decoder.raw_decode(text, pos)
-    except json.JSONDecodeError as e:
-      raise DataError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}, "
-                      f"column {e.colno}); expected a JSON list of "
-                      "objects.") from None
-    where = f"line {_line_of(text, pos)}"
-    if not isinstance(value, dict):
-      raise DataError(f"{path}, {where}: record {count} is {_show(value)}; "
-                      "expected a JSON object.")
-    yield Record(path, where, value)
-    count += 1
-    pos = space.match(text, end).end()
-  if text[pos + 1:].strip():
-    raise DataError(f"{path}, line {_line_of(text, pos + 1)}: text after the "
-                    "closing ']'; expected one JSON list.")
-
-
-def _json_lines(path: pathlib.Path, text: str) -> Iterator[Record]:
-  for number, line in enumerate(text.splitlines(), start=1):
-    if not line.strip():
-      continue
-    try:
-      value = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise DataError(f"{path}, line {number}: not valid JSON ({e.msg}, "
-                      f"column {e.colno}); expected one JSON object per "
-                      "line.") from None
-    if not isinstance(value, dict):
-      raise DataError(f"{path}, line {number}: the line holds {_show(value)};"
-                      " expected a JSON object.")
-    yield Record(path, f"line {number}", value)
-
-
-def json_records(path: str | os.PathLike) -> list[Record]:
-  """The objects of a JSON list file or a JSONL file (one per line)."""
-  path, text = _read_text(path)
-  records = list(_json_list(path, text) if text.lstrip().startswith("[")
-                 else _json_lines(path, text))
-  if not records:
-    raise DataError(f"{path}: the file holds no records; expected at least "
-                    "one JSON object.")
-  return records
-
-
-def first_json_record(path: str | os.PathLike) -> Record:
-  """The first object of a JSON list or JSONL file (the rest is not parsed;
-  format detection reads only this)."""
-  path, text = _read_text(path)
-  records = (_json_list(path, text) if text.lstrip().startswith("[")
-             else _json_lines(path, text))
-  for record in records:
-    return record
-  raise DataError(f"{path}: the file holds no records; expected at least "
-                  "one JSON object.")
-
-
-def csv_header(path: str | os.PathLike) -> list[str]:
-  """The column names in a CSV file's first line."""
-  path, text = _read_text(path)
-  try:
-    return next(csv.reader(text.splitlines()[:1]))
-  except csv.Error as e:
-    raise DataError(f"{path}, line 1: not a valid CSV header ({e}); expected "
-                    "comma-separated column names.") from None
 
 
 def _first(records: list[Record], limit: int | None) -> list[Record]:
@@ -214,37 +40,6 @@ def _first(records: list[Record], limit: int | None) -> list[Record]:
   if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
     raise ValueError(f"limit={limit!r}: expected a positive integer or None.")
   return records[:limit]
-
-
-def csv_records(path: str | os.PathLike,
-                columns: tuple[str, ...]) -> list[Record]:
-  """The rows of a CSV file with a header naming at least `columns`; row 1 is
-  the first row after the header."""
-  path, text = _read_text(path)
-  reader = csv.reader(text.splitlines(keepends=True))
-  try:
-    header = next(reader)
-    missing = [c for c in columns if c not in header]
-    if missing:
-      raise DataError(f"{path}, line 1: the header {header} lacks the "
-                      f"column(s) {missing}; expected the columns "
-                      f"{list(columns)}.")
-    records, start = [], reader.line_num + 1
-    for row in reader:
-      if any(cell.strip() for cell in row):
-        where = f"row {len(records) + 1} (line {start})"
-        if len(row) > len(header):
-          raise DataError(f"{path}, {where}: {len(row)} cells; expected at "
-                          f"most {len(header)}, one per header column.")
-        records.append(Record(path, where, dict(zip(header, row))))
-      start = reader.line_num + 1
-  except csv.Error as e:
-    raise DataError(f"{path}, line {reader.line_num}: not valid CSV ({e}); "
-                    "expected comma-separated rows.") from None
-  if not records:
-    raise DataError(f"{path}: the file holds a header but no rows; expected "
-                    "at least one row.")
-  return records
 
 
 def doc_id_for(prefix: str, *key: str) -> str:
@@ -273,7 +68,6 @@ def read_gaia(path: str | os.PathLike, *,
   records = _first(json_records(path), limit)
   tasks = []
   for record in records:
-    level = record.field("Level", (int, str), "an integer or a string")
     metadata: dict[str, Any] = {}
     file_name = record.text("file_name", optional=True)
     if file_name:
@@ -284,8 +78,8 @@ def read_gaia(path: str | os.PathLike, *,
     if annotator is not None:
       metadata["annotator"] = annotator
     tasks.append(Task(record.text("task_id"), record.text("Question"),
-                      (record.text("Final answer"),), "gaia", level=str(level),
-                      metadata=metadata))
+                      (record.text("Final answer"),), "gaia",
+                      level=record.text("Level"), metadata=metadata))
   return _task_set(f"gaia:{records[0].path.name}", records, tasks)
 
 
@@ -298,8 +92,8 @@ def read_webwalkerqa(path: str | os.PathLike, *,
   for n, record in enumerate(records):
     metadata: dict[str, Any] = {"root_url": record.text("root_url")}
     level = ""
-    if record.field("info", (dict,), "an object", optional=True) is not None:
-      info = record.sub("info", record.data["info"])
+    info = record.nested("info", optional=True)
+    if info is not None:
       level = info.text("difficulty_level", optional=True)
       metadata["info"] = dict(info.data)
     task_id = f"webwalkerqa-{n:05d}"
@@ -324,7 +118,7 @@ def _xbench_field(record: Record, field: str, key: str) -> str:
   try:
     data = base64.b64decode(encoded, validate=True)
   except (binascii.Error, ValueError):
-    raise record.error(field, f"is {_show(encoded)}, not base64",
+    raise record.error(field, f"is {show(encoded)}, not base64",
                        expected) from None
   try:
     text = xor_text(data, key).decode("utf-8")
@@ -382,6 +176,43 @@ class _Corpus:
     return doc_id
 
 
+def _hotpot_context(record: Record, corpus: _Corpus) -> dict[str, str]:
+  """A HotpotQA record's context paragraphs added to `corpus`; their doc ids
+  by title."""
+  ids = {}
+  context = record.field("context", (list,), "a list of [title, sentences]")
+  for i, pair in enumerate(context):
+    field = f"context[{i}]"
+    record.check(field, pair, (list,), "a [title, sentences] pair")
+    if len(pair) != 2:
+      raise record.error(field, f"is {show(pair)}", "a [title, sentences] pair")
+    title = record.string(f"{field}[0]", pair[0])
+    sentences = record.check(f"{field}[1]", pair[1], (list,),
+                             "a list of sentence strings")
+    sentences = [record.string(f"{field}[1][{j}]", sentence)
+                 for j, sentence in enumerate(sentences)]
+    text = " ".join(s.strip() for s in sentences if s.strip())
+    ids[title] = corpus.add(record, title, text, (title,))
+  return ids
+
+
+def _hotpot_facts(record: Record) -> list[tuple[str, int]]:
+  """A HotpotQA record's supporting facts as (title, sentence index)."""
+  facts = record.field("supporting_facts", (list,),
+                       "a list of [title, sentence index]", optional=True,
+                       default=[])
+  supporting = []
+  for i, fact in enumerate(facts):
+    field = f"supporting_facts[{i}]"
+    if not isinstance(fact, list) or len(fact) != 2:
+      raise record.error(field, f"is {show(fact)}",
+                         "a [title, sentence index] pair")
+    supporting.append((record.string(f"{field}[0]", fact[0]),
+                       record.check(f"{field}[1]", fact[1], (int,),
+                                    "a sentence index (an integer)")))
+  return supporting
+
+
 def read_hotpotqa(path: str | os.PathLike, *,
                   limit: int | None = None) -> TaskSet:
   """HotpotQA records (_id, question, answer, type, level, supporting_facts,
@@ -391,32 +222,8 @@ def read_hotpotqa(path: str | os.PathLike, *,
   corpus = _Corpus("hp")
   tasks = []
   for record in records:
-    ids = {}
-    context = record.field("context", (list,), "a list of [title, sentences]")
-    for i, pair in enumerate(context):
-      field = f"context[{i}]"
-      record.check(field, pair, (list,), "a [title, sentences] pair")
-      if len(pair) != 2:
-        raise record.error(field, f"is {_show(pair)}",
-                           "a [title, sentences] pair")
-      title = record.check(f"{field}[0]", pair[0], (str,), "a title string")
-      sentences = record.check(f"{field}[1]", pair[1], (list,),
-                               "a list of sentence strings")
-      for j, sentence in enumerate(sentences):
-        record.check(f"{field}[1][{j}]", sentence, (str,), "a string")
-      text = " ".join(s.strip() for s in sentences if s.strip())
-      ids[title] = corpus.add(record, title, text, (title,))
-    facts = record.field("supporting_facts", (list,),
-                         "a list of [title, sentence index]", optional=True,
-                         default=[])
-    supporting = []
-    for i, fact in enumerate(facts):
-      field = f"supporting_facts[{i}]"
-      if not _is(fact, (list,)) or len(fact) != 2 or not _is(
-          fact[0], (str,)) or not _is(fact[1], (int,)):
-        raise record.error(field, f"is {_show(fact)}",
-                           "a [title, sentence index] pair")
-      supporting.append((fact[0], fact[1]))
+    ids = _hotpot_context(record, corpus)
+    supporting = _hotpot_facts(record)
     metadata = {"type": record.text("type", optional=True),
                 "supporting_facts": tuple(supporting),
                 "supporting_doc_ids": tuple(dict.fromkeys(
@@ -442,6 +249,40 @@ def _substitute(question: str, answers: list[str]) -> str:
   return _REFERENCE.sub(answer, question)
 
 
+def _musique_paragraphs(record: Record,
+                        corpus: _Corpus) -> dict[int, tuple[str, bool]]:
+  """A MuSiQue record's paragraphs added to `corpus`: (doc id, is
+  supporting) by paragraph idx."""
+  by_idx = {}
+  paragraphs = record.field("paragraphs", (list,), "a list of paragraphs")
+  for i, value in enumerate(paragraphs):
+    paragraph = record.sub(f"paragraphs[{i}]", value)
+    title = paragraph.text("title", allow_empty=True)
+    text = paragraph.text("paragraph_text")
+    idx = paragraph.field("idx", (int,), "an integer", optional=True,
+                          default=i)
+    by_idx[idx] = (corpus.add(record, title, text, (title, text)),
+                   paragraph.field("is_supporting", (bool,), "a boolean",
+                                   optional=True, default=False))
+  return by_idx
+
+
+def _musique_steps(record: Record) -> list[SubQuestion]:
+  """A MuSiQue record's decomposition, "#k" replaced by step k's answer."""
+  steps = record.field("question_decomposition", (list,),
+                       "a list of decomposition steps")
+  if not steps:
+    raise record.error("question_decomposition", "is empty",
+                       "at least one step")
+  sub_questions, answers = [], []
+  for i, value in enumerate(steps):
+    step = record.sub(f"question_decomposition[{i}]", value)
+    question = _substitute(step.text("question"), answers)
+    answers.append(step.text("answer", allow_empty=True))
+    sub_questions.append(SubQuestion(question, answers[-1]))
+  return sub_questions
+
+
 def read_musique(path: str | os.PathLike, *,
                  limit: int | None = None) -> TaskSet:
   """MuSiQue records (id, question, answer, answer_aliases, answerable,
@@ -452,28 +293,8 @@ def read_musique(path: str | os.PathLike, *,
   corpus = _Corpus("mq")
   tasks = []
   for record in records:
-    by_idx = {}
-    paragraphs = record.field("paragraphs", (list,), "a list of paragraphs")
-    for i, value in enumerate(paragraphs):
-      paragraph = record.sub(f"paragraphs[{i}]", value)
-      title = paragraph.text("title", allow_empty=True)
-      text = paragraph.text("paragraph_text")
-      idx = paragraph.field("idx", (int,), "an integer", optional=True,
-                            default=i)
-      by_idx[idx] = (corpus.add(record, title, text, (title, text)),
-                     paragraph.field("is_supporting", (bool,), "a boolean",
-                                     optional=True, default=False))
-    steps = record.field("question_decomposition", (list,),
-                         "a list of decomposition steps")
-    if not steps:
-      raise record.error("question_decomposition", "is empty",
-                         "at least one step")
-    sub_questions, answers = [], []
-    for i, value in enumerate(steps):
-      step = record.sub(f"question_decomposition[{i}]", value)
-      question = _substitute(step.text("question"), answers)
-      answers.append(step.text("answer", allow_empty=True))
-      sub_questions.append(SubQuestion(question, answers[-1]))
+    by_idx = _musique_paragraphs(record, corpus)
+    sub_questions = _musique_steps(record)
     answer = record.text("answer")
     aliases = record.texts("answer_aliases", optional=True)
     metadata = {
