@@ -6,12 +6,16 @@ The gs:// backend runs against an in-memory GCS emulator on 127.0.0.1
 """
 
 import dataclasses
+import errno
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import uuid
 
 import jax
@@ -265,3 +269,224 @@ def test_record_files_are_plain_npz_and_json(tmp_path):
   with np.load(step_dir / "arrays.npz", allow_pickle=False) as npz:
     np.testing.assert_array_equal(npz["tokens"], _record(7)[0]["tokens"])
   assert json.loads((step_dir / "meta.json").read_text()) == _record(7)[1]
+
+
+def _overwrite(store, path, data):
+  """Replaces one file of `store` behind its back, as a disk fault would."""
+  files = store._files
+  if isinstance(files, store_lib._LocalFiles):
+    with open(files.url(path), "wb") as f:
+      f.write(data)
+  else:
+    files._kv.write(path, data).result()
+
+
+def _delete_tree(store, path):
+  """Deletes a directory of `store` (on gs://, every object under it)."""
+  files = store._files
+  if isinstance(files, store_lib._LocalFiles):
+    shutil.rmtree(files.url(path))
+  else:
+    key_range = files._ts.KvStore.KeyRange(f"{path}/", f"{path}0")
+    files._kv.delete_range(key_range).result()
+
+
+def _small_params(version):
+  return {"w": np.full(2, version, np.float32)}
+
+
+@pytest.mark.parametrize("no_link", ["raises", "missing"])
+def test_store_works_without_hard_links(tmp_path, monkeypatch, no_link):
+  """gcsfuse and other FUSE mounts have no os.link."""
+  if no_link == "raises":
+    def link(*args):
+      raise OSError(errno.EPERM, "Operation not permitted", *args)
+    monkeypatch.setattr(os, "link", link)
+  else:
+    monkeypatch.delattr(os, "link")
+  root = str(tmp_path / "store")
+  writer = store_lib.open_store(root, fingerprint=FINGERPRINT)
+  writer.write_step(0, *_record(0))
+  writer.publish_weights("sub", 0, _params(0))
+  assert json.loads((tmp_path / "store" / "fingerprint.json").read_text()
+                    ) == FINGERPRINT
+  reader = store_lib.open_store(root, fingerprint=FINGERPRINT)
+  _check_record(reader.read_step(0, timeout_s=5), 0)
+  assert reader.latest_weights_step("sub") == 0
+  _check_params(reader.load_weights("sub", 0), 0)
+  with pytest.raises(store_lib.StoreError, match="K: store has 4"):
+    store_lib.open_store(root, fingerprint={**FINGERPRINT, "K": 8})
+  # A second creator never overwrites the first's file.
+  writer._files.create("fingerprint.json", b"{}")
+  assert json.loads((tmp_path / "store" / "fingerprint.json").read_text()
+                    ) == FINGERPRINT
+  assert not [n for n in os.listdir(root) if n.startswith(".")]
+  reader.close()
+  writer.close()
+
+
+def test_create_without_hard_links_waits_for_the_lock_holder(tmp_path,
+                                                             monkeypatch):
+  monkeypatch.delattr(os, "link")
+  files = store_lib._LocalFiles(str(tmp_path))
+  lock = tmp_path / ".lock-first.json"
+  lock.touch()
+
+  def first_creator():
+    time.sleep(0.3)
+    (tmp_path / "first.json").write_bytes(b"first")
+    lock.unlink()
+  thread = threading.Thread(target=first_creator)
+  thread.start()
+  files.create("first.json", b"second")
+  thread.join()
+  assert (tmp_path / "first.json").read_bytes() == b"first"
+
+  # A lock whose holder died: a StoreError that names it, no hang.
+  monkeypatch.setattr(store_lib, "_LOCK_WAIT_S", 0.2)
+  (tmp_path / ".lock-second.json").touch()
+  with pytest.raises(store_lib.StoreError, match=r"\.lock-second\.json has"):
+    files.create("second.json", b"second")
+  assert not (tmp_path / "second.json").exists()
+
+
+def test_corrupt_records_are_store_errors(backend):
+  store = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  for step in (0, 1):
+    store.write_step(step, *_record(step))
+  arrays_path = "steps/0000000000/arrays.npz"
+  npz = store._files.read(arrays_path)
+  _overwrite(store, arrays_path, npz[:len(npz) // 2])
+  _overwrite(store, "steps/0000000001/meta.json", b"{not json")
+  with pytest.raises(store_lib.StoreError) as err:
+    store.read_step(0, timeout_s=5)
+  message = str(err.value)
+  assert f"{store.root}/{arrays_path} is corrupt" in message
+  assert message.startswith("step 0: ")
+  assert "delete the step directory" in message
+  with pytest.raises(store_lib.StoreError,
+                     match=r"step 1: .*/0000000001/meta\.json is corrupt"):
+    store.read_step(1, timeout_s=5)
+  # The advice works: once the directory is deleted, the step is written
+  # again.
+  _delete_tree(store, "steps/0000000000")
+  assert not store.has_step(0)
+  store.write_step(0, *_record(0))
+  _check_record(store.read_step(0, timeout_s=5), 0)
+  _overwrite(store, "fingerprint.json", b"\x00garbage")
+  with pytest.raises(store_lib.StoreError,
+                     match=r"fingerprint\.json is corrupt"):
+    store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  store.close()
+
+
+def test_fingerprint_is_written_by_the_first_write(backend):
+  other = {**FINGERPRINT, "K": 8}
+  failed_start = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  assert failed_start._files.read("fingerprint.json") is None
+  # The corrected command (another config) is accepted, and binds the root
+  # once it writes.
+  corrected = store_lib.open_store(backend.root, fingerprint=other)
+  corrected.write_step(0, *_record(0))
+  with pytest.raises(store_lib.StoreError, match="incompatible") as err:
+    store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  assert "K: store has 8, this run has 4" in str(err.value)
+  # A Store opened before that write is refused at its own first write.
+  with pytest.raises(store_lib.StoreError, match="K: store has 8"):
+    failed_start.write_step(1, *_record(1))
+  assert not failed_start.has_step(1)
+  store_lib.open_store(backend.root, fingerprint=other).close()
+
+  # publish_weights writes it too, before the weights.
+  weights_root = f"{backend.root}-weights"
+  publisher = store_lib.open_store(weights_root, fingerprint=other)
+  publisher.publish_weights("sub", 0, _small_params(0))
+  with pytest.raises(store_lib.StoreError, match="K: store has 8"):
+    store_lib.open_store(weights_root, fingerprint=FINGERPRINT)
+  for store in (failed_start, corrected, publisher):
+    store.close()
+
+
+def test_prune_weights(backend):
+  writer = store_lib.open_store(backend.root)  # keep_weights=None.
+  for version in range(7):
+    writer.publish_weights("sub", version, _small_params(version))
+  reader = store_lib.open_store(backend.root)
+  np.testing.assert_array_equal(reader.load_weights("sub", 0)["w"],
+                                _small_params(0)["w"])
+  assert writer.prune_weights("sub", keep_from=4) == [0, 1, 2, 3]
+  with pytest.raises(store_lib.StoreError, match=r"available: \[4, 5, 6\]"):
+    reader.load_weights("sub", 0)
+  assert writer.prune_weights("sub", keep_from=10, keep_newest=2) == [4]
+  assert writer.prune_weights("sub", keep_from=10, keep_newest=5) == []
+  with pytest.raises(store_lib.StoreError, match=r"available: \[5, 6\]"):
+    reader.load_weights("sub", 4)
+  assert reader.latest_weights_step("sub") == 6
+  for version in (5, 6):
+    np.testing.assert_array_equal(reader.load_weights("sub", version)["w"],
+                                  _small_params(version)["w"])
+  writer.publish_weights("sub", 7, _small_params(7))
+  assert reader.latest_weights_step("sub") == 7
+  for field, kwargs in (("keep_from=-1", {"keep_from": -1}),
+                        ("keep_newest=1.5", {"keep_from": 0,
+                                             "keep_newest": 1.5})):
+    with pytest.raises(store_lib.StoreError, match=field):
+      writer.prune_weights("sub", **kwargs)
+  reader.close()
+  writer.close()
+
+
+def _age(path, seconds):
+  """Sets `path`'s access and modification times `seconds` in the past."""
+  then = time.time() - seconds
+  os.utime(path, (then, then))
+
+
+def test_open_removes_stale_temporaries(tmp_path):
+  root = tmp_path / "store"
+  store = store_lib.open_store(str(root), fingerprint=FINGERPRINT)
+  store.write_step(0, *_record(0))
+  store.publish_weights("sub", 0, _small_params(0))
+  store.close()
+  stale_dir = root / "steps" / ".tmp-0000000001-0123"
+  fresh_dir = root / "steps" / ".tmp-0000000002-4567"
+  orbax_dir = root / "weights" / "sub" / "1.orbax-checkpoint-tmp"
+  for directory in (stale_dir, fresh_dir, orbax_dir):
+    directory.mkdir()
+    (directory / "arrays.npz").write_bytes(b"half")
+  stale_files = [root / ".probe-abc", root / ".lock-fingerprint.json",
+                 root / ".tmp-fingerprint.json-0123"]
+  for path in stale_files:
+    path.write_bytes(b"")
+  fresh_probe = root / ".probe-def"  # Another writer's, being written.
+  fresh_probe.write_bytes(b"")
+  age_s = store_lib.STALE_TEMPORARY_AGE_S + 60
+  for path in [stale_dir, orbax_dir, *stale_files]:
+    _age(path, age_s)
+
+  store = store_lib.open_store(str(root), fingerprint=FINGERPRINT)
+  for path in [stale_dir, orbax_dir, *stale_files]:
+    assert not path.exists(), path
+  assert fresh_dir.exists() and fresh_probe.exists()
+  assert (root / "fingerprint.json").exists()
+  assert store.latest_step() == 0 and not store.has_step(2)
+  _check_record(store.read_step(0, timeout_s=5), 0)
+  assert store.latest_weights_step("sub") == 0
+  store.publish_weights("sub", 1, _small_params(1))
+  assert store.latest_weights_step("sub") == 1
+  store.close()
+
+
+def test_open_removes_stale_gcs_probes(emulator):
+  root = f"gs://{emulator.bucket}/run-{uuid.uuid4().hex[:8]}"
+  store = store_lib.open_store(root)
+  stale_ns = time.time_ns() - int(
+      (store_lib.STALE_TEMPORARY_AGE_S + 60) * 1e9)
+  stale, fresh = f".probe-{stale_ns}-0123", f".probe-{time.time_ns()}-4567"
+  for key in (stale, fresh):
+    _overwrite(store, key, b"probe")
+  store_lib.open_store(root).close()
+  assert store._files.read(stale) is None
+  assert store._files.read(fresh) == b"probe"
+  assert store.latest_step() is None
+  store.close()

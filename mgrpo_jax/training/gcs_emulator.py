@@ -5,6 +5,9 @@ clients the store uses can talk to it:
   * tensorstore (Orbax's array writes, the store's step records) needs every
     object download to carry the `x-goog-generation` header, which the
     emulator leaves out; `_patch_downloads` adds it;
+  * tensorstore lists a key range with `startOffset`/`endOffset`, which the
+    emulator ignores (it would list the whole bucket); `_patch_listings`
+    applies them;
   * tensorstore and Orbax issue many requests at once: the server accepts
     them on threads but handles them one at a time (the emulator's in-memory
     storage is not thread-safe).
@@ -30,6 +33,7 @@ import http.server
 import logging as std_logging
 import sys
 import threading
+import types
 from typing import Iterator
 
 from absl import logging
@@ -110,6 +114,44 @@ def _locked_handler(storage, lock: threading.Lock):
     do_PATCH = locked(server.RequestHandler.do_PATCH)
 
   return Handler
+
+
+def _with_offsets(ls):
+  """Wraps the emulator's object listing to keep names in
+  [startOffset, endOffset), as GCS does."""
+  if getattr(ls, "_applies_offsets", False):
+    return ls
+
+  @functools.wraps(ls)
+  def wrapped(request, response, storage, *args, **kwargs):
+    start = (request.query.get("startOffset") or [""])[0]
+    end = (request.query.get("endOffset") or [None])[0]
+
+    def get_file_list(*list_args, **list_kwargs):
+      files, prefixes = storage.get_file_list(*list_args, **list_kwargs)
+      return [f for f in files if start <= f["name"]
+              and (end is None or f["name"] < end)], prefixes
+
+    ls(request, response, types.SimpleNamespace(get_file_list=get_file_list),
+       *args, **kwargs)
+
+  wrapped._applies_offsets = True  # pylint: disable=protected-access
+  return wrapped
+
+
+def _patch_listings() -> None:
+  """Makes the emulator's object listing honour startOffset/endOffset.
+
+  Idempotent; the routing table's reference is replaced in place.
+  """
+  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator import server
+  from gcp_storage_emulator.handlers import objects
+  objects.ls = _with_offsets(objects.ls)
+  for _, methods in server.HANDLERS:
+    for method, handler in methods.items():
+      if getattr(handler, "__name__", "") == "ls":
+        methods[method] = _with_offsets(handler)
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -195,6 +237,7 @@ def serve(bucket: str = "test-bucket") -> Iterator[Emulator]:
   from gcp_storage_emulator.storage import Storage
 
   _patch_downloads()
+  _patch_listings()
   storage = Storage(use_memory_fs=True)
   buckets.create_bucket(bucket, storage)
   # Port 0: the OS picks a free port.
