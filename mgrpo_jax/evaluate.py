@@ -22,7 +22,6 @@ the same step.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import os
 import pathlib
@@ -46,6 +45,7 @@ from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_corpus, load_tasks
 from mgrpo_jax.data.world import WorldConfig
+from mgrpo_jax.training import config_checks
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file with get_config() "
@@ -73,12 +73,7 @@ _OUTPUT_DIR = flags.DEFINE_string(
 
 def config_from_file(path: str | os.PathLike) -> ml_collections.ConfigDict:
   """`get_config()` of a config file (what --config reads)."""
-  spec = importlib.util.spec_from_file_location("_mgrpo_config", path)
-  if spec is None or not pathlib.Path(path).is_file():
-    raise ValueError(f"config file {str(path)!r} does not exist.")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return config_checks.load_config_file(str(path))
 
 
 def world_config(config: ml_collections.ConfigDict) -> WorldConfig:
@@ -229,11 +224,11 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
 
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]} (config fields "
-                         "are set as --config.FIELD=VALUE).")
+    config_checks.usage_error(f"unexpected arguments {argv[1:]} (config "
+                              "fields are set as --config.FIELD=VALUE).")
   if _CONFIG.value is None:
-    raise app.UsageError("--config is required, e.g. --config "
-                         "configs/evaluate.py")
+    config_checks.usage_error("--config is required, e.g. --config "
+                              "configs/evaluate.py")
   from mgrpo_jax.models.loading import enable_compilation_cache
   enable_compilation_cache()
   try:
@@ -242,8 +237,8 @@ def main(argv: list[str]) -> None:
              sub_checkpoint=_SUB_CHECKPOINT.value,
              output_dir=_OUTPUT_DIR.value)
   except ValueError as e:  # Bad config, data or files: say what, not a trace.
-    raise app.UsageError(str(e)) from e
+    config_checks.usage_error(str(e))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=config_checks.parse_flags)

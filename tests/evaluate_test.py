@@ -120,6 +120,25 @@ def test_bad_inputs_are_named(tiny_checkpoint, hotpot_file, tmp_path):
   assert (out / "transcripts.jsonl").read_text() == "earlier run\n"
 
 
+@pytest.mark.parametrize("args,line", [
+    (["--config.eval.limt=2"], "error: unknown config field "
+     "config.eval.limt: did you mean config.eval.limit?"),
+    (["--config.eval.rollouts=0"], "error: config.eval.rollouts=0: expected "
+     "a positive integer"),
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(args, line, tmp_path):
+  out = tmp_path / "out"
+  done = subprocess.run(
+      [sys.executable, "-m", "mgrpo_jax.evaluate", "--config",
+       "configs/evaluate.py", f"--output_dir={out}", *args],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      capture_output=True, text=True, timeout=300)
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert line in done.stderr and "Traceback" not in done.stderr
+  assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
+  assert not out.exists()
+
+
 def test_smollm2_default_delegates_end_to_end(hotpot_file, tmp_path):
   """The command line, on the real default model: the untrained SmolLM2
   writes the delegated task itself, and its sub-agent searches BM25."""

@@ -1,9 +1,12 @@
 """`python -m mgrpo_jax.main` as a user runs it, and the config file's form."""
 
+import os
 import pathlib
 import re
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -27,6 +30,50 @@ def test_bad_override_fails_with_the_field_named():
   assert result.returncode != 0
   assert "config.align.d_max=0: expected an integer >= 1" in result.stderr
   assert "Traceback" not in result.stderr
+
+
+REFUSED = [  # (arguments after --config configs/default.py, stderr line)
+    (["--config.train.stepz=5"], "error: unknown config field "
+     "config.train.stepz: did you mean config.train.steps?"),
+    (["--config.trian.steps=5"], "error: unknown config field config.trian: "
+     "did you mean config.train?"),
+    (["--config.task=agent"], "error: config.task='agent': expected one of "
+     "['agents', 'toy_delegation']."),
+    (["--config.train.group_size=1"], "error: config.train.group_size=1: "
+     "expected an integer >= 2."),
+    (["--config.learner.sub.off_policy=tokens"], "error: "
+     "config.learner.sub.off_policy='tokens': expected one of ['none', "
+     "'sequence', 'token']."),
+    (["--config.train.steps=ten"], "error: flag --config.train.steps=ten: "),
+    (["--role=both"], "error: flag --role=both: value should be one of "),
+    (["stray"], "error: unexpected arguments ['stray']"),
+]
+
+
+@pytest.mark.parametrize("args,line", REFUSED,
+                         ids=[" ".join(args) for args, _ in REFUSED])
+def test_a_bad_command_line_is_one_line_exit_2_and_writes_nothing(
+    args, line, tmp_path):
+  result = subprocess.run(
+      [sys.executable, "-m", "mgrpo_jax.main", "--config",
+       "configs/default.py", f"--config.run_dir={tmp_path / 'run'}", *args],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "MGRPO_JAX_CACHE": str(tmp_path / "cache")})
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert line in result.stderr
+  assert "Traceback" not in result.stderr
+  assert len(result.stderr.strip().splitlines()) <= 3, result.stderr
+  assert list(tmp_path.iterdir()) == []  # No run dir, store or cache.
+
+
+def test_a_missing_config_file_is_named():
+  result = subprocess.run(
+      [sys.executable, "-m", "mgrpo_jax.main", "--config",
+       "configs/defualt.py", "--config.train.steps=5"],
+      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2
+  assert result.stderr.strip() == (
+      "error: --config=configs/defualt.py: no such config file.")
 
 
 def test_every_config_field_has_a_comment():

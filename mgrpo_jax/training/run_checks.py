@@ -1,0 +1,207 @@
+"""Every field of a training config (configs/default.py), checked at once.
+
+`check_run_config(config, role)` runs first in the trainer (`trainer.run`,
+via `trainer.check_config`) and in `mgrpo_jax.main`, before any file is
+written and before the warm start: a bad value stops the run in seconds with
+one line naming the field, the value and what was expected (a ConfigError),
+not minutes later with a traceback. It reads the config only: no device, no
+model, no world is built. What needs the devices (enough of them for the
+meshes) is checked by `meshes.agent_meshes`, the next thing the trainer does.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import ml_collections
+
+from mgrpo_jax import core
+from mgrpo_jax.agents import team
+from mgrpo_jax.core.alignment import FILLS
+from mgrpo_jax.data import world
+from mgrpo_jax.models import loading
+from mgrpo_jax.training import meshes
+from mgrpo_jax.training import tiny
+from mgrpo_jax.training.config_checks import (ConfigError, boolean, choice,
+                                              fail, get, integer, number,
+                                              string)
+from mgrpo_jax.training.learner import LearnerConfig
+
+TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
+MODES = ("mgrpo", "frozen_sub", "single")
+ROLES = ("all", "main", "sub")
+STALENESS = ("sync", "one_step")
+OFF_POLICY = ("none", "token", "sequence")
+SUB_GROUP_BY = ("question", "rollout")
+TINY = "tiny"  # config.model.name of the from-scratch team.
+
+
+def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
+  """Raises ConfigError (one line: field, value, expectation) for the first
+  unusable field of a training config run as `role`."""
+  _run(config, role)
+  _train(config)
+  for agent in ("main", "sub"):
+    _learner(config, agent)
+  _reward(config)
+  integer(config, "align.d_max", minimum=1)
+  choice(config, "align.fill", FILLS)
+  choice(config, "advantage.scale", core.ADVANTAGE_SCALES.names())
+  number(config, "advantage.eps", minimum=0.0)
+  choice(config, "advantage.sub_group_by", SUB_GROUP_BY)
+  _agents(config)
+  _world(config)
+  _model(config)
+  _mesh(config)
+  _sft(config)
+  integer(config, "checkpoint.every", minimum=1)
+  integer(config, "checkpoint.max_to_keep", minimum=1)
+  _store(config)
+
+
+def _run(config, role: str) -> None:
+  choice(config, "task", [TASK])
+  integer(config, "seed", minimum=0)
+  mode = choice(config, "mode", MODES)
+  if role not in ROLES:
+    raise ConfigError(f"--role={role!r}: expected one of {list(ROLES)}.")
+  if role == "sub" and mode != "mgrpo":
+    raise ConfigError(f"--role=sub with config.mode={mode!r}: only mode "
+                      "'mgrpo' trains a sub-agent.")
+  string(config, "run_dir", empty=False)
+
+
+def _train(config) -> None:
+  for field in ("steps", "questions_per_step", "eval_every", "eval_questions"):
+    integer(config, f"train.{field}", minimum=1)
+  # A group of one rollout has every advantage 0: nothing would learn.
+  integer(config, "train.group_size", minimum=2)
+  integer(config, "train.eval_samples", minimum=0)
+  choice(config, "train.staleness", STALENESS)
+
+
+def _learner(config, agent: str) -> None:
+  p = f"learner.{agent}"
+  number(config, f"{p}.learning_rate", minimum=0.0, open_min=True)
+  integer(config, f"{p}.warmup_steps", minimum=0)
+  integer(config, f"{p}.total_steps", minimum=1)
+  number(config, f"{p}.weight_decay", minimum=0.0)
+  number(config, f"{p}.clip_norm", minimum=0.0, open_min=True)
+  for beta in ("b1", "b2"):
+    number(config, f"{p}.{beta}", minimum=0.0, maximum=1.0, open_max=True)
+  for field in ("inner_epochs", "micro_batch", "min_len"):
+    integer(config, f"{p}.{field}", minimum=1)
+  integer(config, f"{p}.max_len", minimum=get(config, f"{p}.min_len"))
+  number(config, f"{p}.eps_low", minimum=0.0, maximum=1.0, open_max=True)
+  number(config, f"{p}.eps_high", minimum=0.0)
+  number(config, f"{p}.beta", minimum=0.0)
+  choice(config, f"{p}.aggregation", core.LOSS_AGGREGATIONS.names())
+  choice(config, f"{p}.off_policy", OFF_POLICY)
+  number(config, f"{p}.is_cap", minimum=1.0)
+  try:  # Also refuses fields LearnerConfig does not have.
+    LearnerConfig(**config.learner[agent].to_dict())
+  except (TypeError, ValueError) as e:
+    raise ConfigError(f"config.{p}: {e}") from e
+
+
+def _reward(config) -> None:
+  weights = core.reward_weights(
+      choice(config, "reward.preset", core.REWARD_PRESETS.names()))
+  for name in config.reward.keys():
+    if name == "preset":
+      continue
+    if name not in weights:
+      raise ConfigError(f"config.reward.{name}: no such reward weight; "
+                        f"expected one of {sorted(weights)}.")
+    if config.reward[name] is not None:  # None: the preset's weight.
+      number(config, f"reward.{name}", minimum=0.0)
+
+
+def _agents(config) -> None:
+  number(config, "agents.temperature", minimum=0.0)  # 0: greedy.
+  number(config, "agents.top_p", minimum=0.0, maximum=1.0, open_min=True)
+  integer(config, "agents.top_k", minimum=0)
+  integer(config, "agents.answer_reserve", minimum=1)
+  boolean(config, "agents.reason_tool")
+  boolean(config, "agents.strict_format")
+  for side in ("main", "sub"):
+    string(config, f"agents.{side}.first_turn_prefix")
+  try:  # The rest: turns, budgets, prompt style (agents/team.py).
+    team.check_agents_config(config.agents)
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+
+
+def _world(config) -> None:
+  integer(config, "world.num_entities", minimum=world.MIN_ENTITIES)
+  # The trainer samples train questions and validates on validation ones.
+  integer(config, "world.train_questions", minimum=1)
+  integer(config, "world.validation_questions", minimum=1)
+  integer(config, "world.test_questions", minimum=0)
+  integer(config, "world.max_hops", minimum=1, maximum=world.MAX_HOPS)
+  integer(config, "world.seed", minimum=0)
+  try:  # Also refuses fields WorldConfig does not have.
+    world.WorldConfig(**config.world.to_dict())
+  except (TypeError, ValueError) as e:
+    raise ConfigError(f"config.world: {e}") from e
+
+
+def _model(config) -> None:
+  name = get(config, "model.name")
+  if name == TINY:
+    integer(config, "model.vocab_size",
+            minimum=256 + len(tiny.SPECIAL_TOKENS))  # Bytes + specials.
+    integer(config, "model.hidden_size", minimum=1)
+    integer(config, "model.num_layers", minimum=1)
+    try:
+      tiny.tiny_model_config(config.model.vocab_size,
+                             hidden_size=config.model.hidden_size,
+                             num_layers=config.model.num_layers)
+    except ValueError as e:
+      raise ConfigError(f"config.model: {e}") from e
+    return
+  path = pathlib.Path(name).expanduser() if isinstance(name, str) else None
+  if path is None or not (
+      name in loading.REGISTRY or (path / "config.json").is_file()
+      or (path.is_file() and path.suffix == ".gguf")):
+    fail("model.name", name, f"'{TINY}', a registered model name "
+         f"{sorted(loading.REGISTRY)}, a checkpoint directory holding "
+         "config.json or a .gguf file")
+
+
+def _mesh(config) -> None:
+  """The sections of the agents the mode trains (devices are counted by
+  `meshes.agent_meshes`)."""
+  boolean(config, "mesh.share")
+  agents = ["main"] if config.mode == "single" else ["main", "sub"]
+  for agent in agents:
+    p = f"mesh.{agent}"
+    devices = integer(config, f"{p}.devices", minimum=1)
+    meshes.parse_shape(get(config, f"{p}.shape"), devices, f"{p}.shape")
+    ids = get(config, f"{p}.device_ids")
+    if ids is not None and (
+        not isinstance(ids, (tuple, list)) or len(ids) != devices
+        or len(set(ids)) != devices or any(
+            isinstance(i, bool) or not isinstance(i, int) or i < 0
+            for i in ids)):
+      fail(f"{p}.device_ids", ids, f"None or {devices} distinct device ids "
+           f"(integers >= 0), one per device of config.{p}.devices")
+
+
+def _sft(config) -> None:
+  integer(config, "sft.steps", minimum=0)
+  integer(config, "sft.batch_size", minimum=1)
+  integer(config, "sft.questions", minimum=1)
+  number(config, "sft.learning_rate", minimum=0.0, open_min=True)
+  number(config, "sft.noise", minimum=0.0, maximum=1.0)
+  number(config, "sft.early_answer", minimum=0.0, maximum=1.0)
+  boolean(config, "sft.cache")
+
+
+def _store(config) -> None:
+  root = string(config, "store.root")
+  if "://" in root and not root.startswith("gs://"):
+    fail("store.root", root, "'' (run_dir/store), a directory path or "
+         "gs://bucket/prefix")
+  number(config, "store.timeout_s", minimum=0.0, open_min=True)
+  integer(config, "store.keep_weights", minimum=1)
