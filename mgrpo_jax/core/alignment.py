@@ -84,7 +84,8 @@ def align_sub_trajectories(
     fill: "random" duplicates random trajectories of the same rollout to fill
       free slots; "best" duplicates the highest-reward ones (needs rewards_M).
     rewards_M: [M] float rewards of the flat sub-trajectories; required for
-      fill="best", where M must be at least sum(counts_R).
+      fill="best", where M must be at least sum(counts_R) (M = 0 when no
+      rollout made a call).
 
   Returns:
     index_RxS: [R, S] int32 flat positions to gather trajectories with.
@@ -100,8 +101,8 @@ def align_sub_trajectories(
                   "ranks the trajectories to duplicate)", None)
     rewards_M = checks.check_array(_FN, "rewards_M", rewards_M, ndim=1,
                                    kinds="f")
-    if rewards_M.shape[0] == 0:
-      checks.fail(_FN, "rewards_M", "non-empty", "shape (0,)")
+    if rewards_M.shape[0] == 0:  # No call anywhere: nothing to rank.
+      rewards_M = jnp.zeros((1,), jnp.float32)
   elif rewards_M is not None:
     rewards_M = checks.check_array(_FN, "rewards_M", rewards_M, ndim=1,
                                    kinds="f")

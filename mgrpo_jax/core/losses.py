@@ -8,6 +8,12 @@ Shape letters: B sequences, T tokens.
 
 The asymmetric clip (eps_high > eps_low, "clip-higher") is from DAPO (Yu et al.
 2025); the k3 KL estimator from Schulman's note and GRPO (Shao et al. 2024).
+
+With the sampler's own log-probs (`behaviour_logp_BxT`) the loss corrects
+stale data (core/importance.py): "none" anchors the ratio to them; "token"
+and "sequence" anchor it to `old_logp_BxT` (the proximal policy: the
+learner's weights before the update) and weight each token's loss by the
+truncated importance weight min(pi_old / pi_behav, cap).
 """
 
 from __future__ import annotations
@@ -18,19 +24,20 @@ import jax
 import jax.numpy as jnp
 
 from mgrpo_jax.core import checks
+from mgrpo_jax.core.importance import OFF_POLICY, importance_weights
 from mgrpo_jax.core.registry import LOSS_AGGREGATIONS
 
 _FN = "clipped_policy_loss"
 
 
 @LOSS_AGGREGATIONS.register("token_mean")
-def _token_mean(loss_BxT, mask_BxT):
+def _token_mean(loss_BxT, mask_BxT, max_len=None):
   """Sum over all masked tokens / their count (DAPO)."""
   return jnp.sum(loss_BxT * mask_BxT), jnp.sum(mask_BxT)
 
 
 @LOSS_AGGREGATIONS.register("sequence_mean")
-def _sequence_mean(loss_BxT, mask_BxT):
+def _sequence_mean(loss_BxT, mask_BxT, max_len=None):
   """Mean over sequences of each sequence's token mean (GRPO).
 
   Sequences without a masked token take no part (they neither add 0 nor count).
@@ -41,10 +48,13 @@ def _sequence_mean(loss_BxT, mask_BxT):
 
 
 @LOSS_AGGREGATIONS.register("sequence_sum_norm")
-def _sequence_sum_norm(loss_BxT, mask_BxT):
-  """Sum over masked tokens / (B * T): a constant normaliser (Dr. GRPO)."""
+def _sequence_sum_norm(loss_BxT, mask_BxT, max_len=None):
+  """Sum over masked tokens / (B * max_len): a constant normaliser (Dr.
+  GRPO). `max_len` is the configured longest sequence, so the denominator
+  does not follow the step's padded length; without it, the array's T."""
+  t = loss_BxT.shape[1] if max_len is None else max_len
   return jnp.sum(loss_BxT * mask_BxT), jnp.asarray(
-      loss_BxT.shape[0] * loss_BxT.shape[1], jnp.float32)
+      loss_BxT.shape[0] * t, jnp.float32)
 
 
 def policy_loss_terms(
@@ -58,6 +68,10 @@ def policy_loss_terms(
     ref_logp_BxT: jax.Array | None = None,
     beta: float = 0.0,
     aggregation: str = "token_mean",
+    behaviour_logp_BxT: jax.Array | None = None,
+    off_policy: str = "token",
+    is_cap: float = 2.0,
+    max_len: int | None = None,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
   """Like `clipped_policy_loss` but returns (total, denominator, metrics).
 
@@ -79,6 +93,7 @@ def policy_loss_terms(
                                       maximum=1.0)
   eps_high = checks.check_static_float(_FN, "eps_high", eps_high, minimum=0.0)
   beta = checks.check_static_float(_FN, "beta", beta, minimum=0.0)
+  is_cap = checks.check_static_float(_FN, "is_cap", is_cap, minimum=1.0)
   aggregate = LOSS_AGGREGATIONS.get(aggregation, arg="aggregation")
   if ref_logp_BxT is not None:
     ref_logp_BxT = checks.check_array(_FN, "ref_logp_BxT", ref_logp_BxT,
@@ -88,6 +103,13 @@ def policy_loss_terms(
   elif beta > 0.0:
     checks.fail(_FN, "ref_logp_BxT", "given when beta > 0 (the KL penalty "
                 "needs the reference policy's log-probs)", None)
+  if off_policy not in OFF_POLICY:
+    checks.fail(_FN, "off_policy", f"one of {list(OFF_POLICY)}", off_policy)
+  if behaviour_logp_BxT is not None:
+    behaviour_logp_BxT = checks.check_array(
+        _FN, "behaviour_logp_BxT", behaviour_logp_BxT, ndim=2, kinds="f")
+    checks.check_same_shape(_FN, "behaviour_logp_BxT", behaviour_logp_BxT,
+                            "logp_BxT", shape)
 
   # Compute in float32 whatever the input dtype (bf16 ratios lose too much).
   mask = mask_BxT.astype(jnp.float32)
@@ -95,20 +117,31 @@ def policy_loss_terms(
   logp = logp_BxT.astype(jnp.float32)
   # Zero the log-ratio on padding so garbage there cannot make inf/NaN
   # (a NaN in a masked-out position would still poison the gradient).
-  log_ratio = jnp.where(on, logp - old_logp_BxT.astype(jnp.float32), 0.0)
+  old = old_logp_BxT.astype(jnp.float32)
+  metrics: dict[str, Any] = {}
+  weights = jnp.ones_like(mask)
+  if behaviour_logp_BxT is not None:
+    behaviour = behaviour_logp_BxT.astype(jnp.float32)
+    weights, truncated = importance_weights(old, behaviour, mask,
+                                            mode=off_policy, cap=is_cap)
+    metrics.update(is_weight_mean=weights, is_truncated_fraction=truncated)
+    gap_max = jnp.max(jnp.where(on, jnp.abs(old - behaviour), 0.0),
+                      initial=0.0)
+    if off_policy == "none":
+      old = behaviour
+  log_ratio = jnp.where(on, logp - old, 0.0)
   ratio = jnp.exp(log_ratio)
   adv = adv_B.astype(jnp.float32)[:, None]
   unclipped = ratio * adv
   clipped = jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
-  pg_loss = -jnp.minimum(unclipped, clipped)
+  pg_loss = -jnp.minimum(unclipped, clipped) * weights
   loss = pg_loss
-  metrics: dict[str, Any] = {}
   if ref_logp_BxT is not None:
     ref_log_ratio = jnp.where(on, ref_logp_BxT.astype(jnp.float32) - logp, 0.0)
     kl = jnp.exp(ref_log_ratio) - ref_log_ratio - 1.0
     loss = pg_loss + beta * kl
     metrics["ref_kl"] = kl
-  total, denominator = aggregate(loss, mask)
+  total, denominator = aggregate(loss, mask, max_len=max_len)
 
   # Metrics: token means over masked tokens, without gradient.
   count = jnp.maximum(jnp.sum(mask), 1.0)
@@ -127,6 +160,8 @@ def policy_loss_terms(
       ratio_mean=token_mean(ratio),
       num_tokens=jax.lax.stop_gradient(jnp.sum(mask)),
   )
+  if behaviour_logp_BxT is not None:
+    metrics["behaviour_logp_gap_max"] = jax.lax.stop_gradient(gap_max)
   return total, denominator, metrics
 
 
@@ -141,13 +176,18 @@ def clipped_policy_loss(
     ref_logp_BxT: jax.Array | None = None,
     beta: float = 0.0,
     aggregation: str = "token_mean",
+    behaviour_logp_BxT: jax.Array | None = None,
+    off_policy: str = "token",
+    is_cap: float = 2.0,
+    max_len: int | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Clipped surrogate loss of one agent's batch (see the module docstring).
 
   Args:
     logp_BxT: [B, T] log-probs of the sampled tokens under the current policy
       (the only input that carries gradient).
-    old_logp_BxT: [B, T] log-probs under the policy that sampled them.
+    old_logp_BxT: [B, T] log-probs under the learner's weights before this
+      update (the proximal policy; on-policy, the policy that sampled).
     adv_B: [B] advantage of each sequence, shared by its tokens.
     mask_BxT: [B, T] 1 on tokens this agent generated, 0 elsewhere (prompt,
       tool output, padding).
@@ -157,16 +197,25 @@ def clipped_policy_loss(
     beta: weight of the k3 KL penalty towards the reference policy.
     aggregation: a name in `LOSS_AGGREGATIONS`: "token_mean",
       "sequence_mean" or "sequence_sum_norm".
+    behaviour_logp_BxT: [B, T] log-probs the sampler recorded; None treats
+      the data as on-policy (old_logp_BxT sampled it).
+    off_policy: correction of stale data, one of core.importance.OFF_POLICY.
+    is_cap: truncation cap of the importance weights (>= 1).
+    max_len: the configured longest sequence: sequence_sum_norm divides by
+      B * max_len (None: by B * T).
 
   Returns:
     loss: float32 scalar.
     metrics: float32 scalars: pg_loss, clip_fraction (share of tokens whose
       gradient the clip removed), approx_kl (k3 estimate of KL(old || new)),
       ratio_mean, num_tokens and, with a reference, ref_kl. All are token
-      means over masked tokens, without gradient.
+      means over masked tokens, without gradient. With behaviour log-probs
+      also is_weight_mean, is_truncated_fraction (token means) and
+      behaviour_logp_gap_max (max |old - behaviour| over masked tokens).
   """
   total, denominator, metrics = policy_loss_terms(
       logp_BxT, old_logp_BxT, adv_B, mask_BxT, eps_low=eps_low,
       eps_high=eps_high, ref_logp_BxT=ref_logp_BxT, beta=beta,
-      aggregation=aggregation)
+      aggregation=aggregation, behaviour_logp_BxT=behaviour_logp_BxT,
+      off_policy=off_policy, is_cap=is_cap, max_len=max_len)
   return total / jnp.maximum(denominator, 1.0), metrics
