@@ -33,7 +33,9 @@ def _learner(learning_rate: float) -> ml_collections.ConfigDict:
   c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
   c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high.
   c.beta = 0.0  # KL weight towards the initial policy.
-  c.aggregation = "token_mean"  # "token_mean", "sequence_mean", "sequence_sum_norm".
+  c.aggregation = "token_mean"  # "token_mean" (DAPO), "sequence_mean" (GRPO), "sequence_sum_norm" (Dr. GRPO: / (sequences x max_len)).
+  c.off_policy = "token"  # Stale-data correction: "none", "token" or "sequence" truncated importance weights (decoupled PPO, Hilton et al. 2022; AReaL).
+  c.is_cap = 2.0  # Truncation cap of the importance weights (>= 1).
   return c
 
 
@@ -119,6 +121,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.store = ml_collections.ConfigDict()
   config.store.root = ""  # Shared store: a directory or gs://bucket/prefix ("": run_dir/store).
   config.store.timeout_s = 600.0  # How long one side waits for the other.
+  config.store.keep_weights = 3  # Newest sub-agent weight versions kept besides those a resume from the kept checkpoints needs.
 
   config.checkpoint = ml_collections.ConfigDict()
   config.checkpoint.every = 5  # Save each agent every this many steps (and the last).

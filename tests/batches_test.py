@@ -40,16 +40,33 @@ def test_main_batch_advantages_over_each_questions_rollouts(scored):
 
 
 def test_sub_record_round_trips_through_arrays(scored):
+  """Ids, masks, the sampler's log-probs and weight versions all travel."""
   rollouts, scores = scored
+  for i, sub in enumerate(s for row in rollouts for r in row for s in r.subs):
+    sub.logprobs = np.where(sub.loss_mask, -0.5 - i, 0.0).astype(np.float32)
+    sub.policy_version = 10 + i
   record = sub_record(rollouts, scores)
-  again = SubRecord.from_arrays(record.to_arrays())
+  arrays = record.to_arrays()
+  again = SubRecord.from_arrays(arrays)
   assert len(again.offsets) == 7  # 6 sub trajectories.
   for i, (b, k, s) in enumerate(zip(scores.sub_b, scores.sub_k,
                                     scores.sub_i)):
-    tokens, mask = again.trajectory(i)
+    tokens, mask, logprobs = again.trajectory(i)
     expected = rollouts[b][k].subs[s]
     np.testing.assert_array_equal(tokens, expected.tokens)
     np.testing.assert_array_equal(mask, expected.loss_mask)
+    np.testing.assert_array_equal(logprobs, expected.logprobs)
+    assert again.version[i] == expected.policy_version
+  # The aligned batch packs them next to their targets.
+  batch, _ = sub_batch(again, jax.random.key(0), d_max=1, settings=SETTINGS)
+  for row in range(4):
+    n = int(batch.mask_NxT[row].sum())
+    assert n > 0 and np.all(batch.behaviour_NxT[row][
+        batch.mask_NxT[row] > 0] < -0.4)
+    assert batch.version_N[row] >= 10
+  del arrays["logprobs"]
+  with pytest.raises(ValueError, match="lacks \\['logprobs'\\]"):
+    SubRecord.from_arrays(arrays)
 
 
 @pytest.mark.parametrize("d_max", [1, 2, 3])
@@ -72,12 +89,14 @@ def test_sub_batch_is_aligned_to_b_k_dmax(scored, d_max):
   assert batch.num_sequences == rows
 
 
-def test_rollouts_without_calls_give_invalid_slots():
+@pytest.mark.parametrize("fill", ["random", "best"])
+def test_rollouts_without_calls_give_invalid_slots(fill):
   record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
+                     np.zeros(0, np.float32), np.zeros(0, np.int32),
                      np.zeros(1, np.int64), np.zeros(0, np.int32),
                      np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
   batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
-                           settings=SETTINGS)
+                           settings=SETTINGS, fill=fill)
   assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
   assert stats["calls_per_rollout"] == 0
   with pytest.raises(ValueError, match="group_by='x'"):

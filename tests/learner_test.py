@@ -100,10 +100,11 @@ def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
   learner.step(batch)
   assert dict(learner.traces) == {"logp": 1, "grad": 1, "apply": 1}
   (old,) = learner.logprobs(batch)
-  inputs, targets, mask, adv = next(learner._micro(batch))
+  inputs, targets, mask, adv, _ = next(learner._micro(batch))
   args = (inputs, targets, mask)
-  recomputed = learner._grad(learner.params, *args, old, None, adv, 10.0)
-  skipped = learner._grad(learner.params, *args, None, None, adv, 10.0)
+  recomputed = learner._grad(learner.params, *args, old, None, None, adv,
+                             10.0)
+  skipped = learner._grad(learner.params, *args, None, None, None, adv, 10.0)
   # The same loss and gradient as with the recomputed old log-probs.
   np.testing.assert_allclose(skipped[0], recomputed[0], rtol=1e-6)
   for a, b in zip(jax.tree.leaves(skipped[1]),
@@ -134,10 +135,16 @@ def test_bad_learner_config_is_named(field, value):
     LearnerConfig(**{field: value})
 
 
-def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
+@pytest.mark.parametrize("temperature, top_k", [(1.0, 0), (0.6, 0),
+                                                (0.6, 20), (0.0, 0)])
+def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts(
+    temperature, top_k):
   """The loss scores exactly the ids the engine sampled, at the positions
-  it sampled them (prompt, error messages and turn boundaries included):
-  packed log-probs equal the engine's own at temperature 1."""
+  it sampled them (prompt, error messages and turn boundaries included),
+  under the distribution it sampled from: packed log-probs equal the
+  engine's own at the rollouts' temperature (with top-k too: both score the
+  distribution before truncation), and the learner's
+  behaviour_logp_gap_max says so."""
   from model_test_utils import tiny_tokenizer
   from mgrpo_jax.agents import prompts
   from mgrpo_jax.agents.rollout import Agent, RolloutController
@@ -147,7 +154,8 @@ def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
   model = build.init_model(tiny_config(max_position_embeddings=512), seed=0)
   engine = Engine(model, max_conversations=4, cache_len=512, chunk_steps=8)
   agent = Agent("main", engine, tiny_tokenizer(), prompts.MAIN_ROLE,
-                SamplingParams(temperature=1.0, max_new_tokens=24),
+                SamplingParams(temperature=temperature, top_k=top_k,
+                               max_new_tokens=24),
                 max_turns=3)
   tasks = [Task(f"q{i}", f"Question {i}?", ("x",), "test") for i in range(2)]
   rollouts = RolloutController(agent, []).run(tasks, group_size=2,
@@ -156,11 +164,13 @@ def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
   # A random model breaks the protocol: error messages sit between turns.
   assert any(len(t.turns) > 1 for t in trajectories)
   learner = Learner("main", model, LearnerConfig(
-      learning_rate=1e-3, micro_batch=2, min_len=64, max_len=512))
+      learning_rate=1e-3, micro_batch=2, min_len=64, max_len=512),
+      temperature=temperature)
   batch = pack([t.tokens for t in trajectories],
                [t.loss_mask for t in trajectories],
-               [0.0] * len(trajectories), micro_batch=2, min_len=64,
-               max_len=512)
+               [1.0, -1.0] * (len(trajectories) // 2), micro_batch=2,
+               min_len=64, max_len=512,
+               logprobs=[t.logprobs for t in trajectories])
   logp_NxT = np.concatenate([np.asarray(x) for x in learner.logprobs(batch)])
   for i, t in enumerate(trajectories):
     n = len(t.tokens) - 1
@@ -168,3 +178,41 @@ def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts():
     assert mask.sum() == t.loss_mask[1:].sum() > 0
     np.testing.assert_allclose(logp_NxT[i, :n][mask], t.logprobs[1:][mask],
                                atol=2e-4)
+  metrics = learner.step(batch)  # The gap is taken before the update.
+  assert 0 < metrics["behaviour_logp_gap_max"] < 1e-3
+  assert metrics["is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
+  assert metrics["is_truncated_fraction"] == 0.0
+  # A learner at the wrong temperature sees the gap.
+  same = build.init_model(tiny_config(max_position_embeddings=512), seed=0)
+  wrong = Learner("main", same, learner.config,
+                  temperature=0.5 if temperature in (0.0, 1.0) else 1.0)
+  assert wrong.step(batch)["behaviour_logp_gap_max"] > 1e-2
+
+
+def test_all_zero_advantages_make_no_update_and_say_so():
+  """Adam's momentum would move the weights even on a zero gradient."""
+  tokens, masks = trajectories(4)
+  learner = _learner(2)
+  learner.step(pack(tokens, masks, [1.0, -1.0, 0.5, 0.0], micro_batch=2,
+                    min_len=8, max_len=64))  # Momentum is non-zero now.
+  before = [np.asarray(x).copy() for x in jax.tree.leaves(learner.params)]
+  metrics = learner.step(pack(tokens, masks, [0.0] * 4, micro_batch=2,
+                              min_len=8, max_len=64))
+  assert metrics["skipped_update"] == 1.0 and learner.step_count == 2
+  for a, b in zip(before, jax.tree.leaves(learner.params)):
+    np.testing.assert_array_equal(a, np.asarray(b))
+  assert learner.step(pack(tokens, masks, [0.0, 0.0, 0.0, 1.0],
+                           micro_batch=2, min_len=8,
+                           max_len=64))["skipped_update"] == 0.0
+
+
+def test_staleness_counts_versions_between_sampler_and_learner():
+  tokens, masks = trajectories(4)
+  learner = _learner(2)
+  for _ in range(3):
+    learner.step(pack(tokens, masks, [1.0, -1.0, 0.5, 0.0], micro_batch=2,
+                      min_len=8, max_len=64))
+  metrics = learner.step(pack(tokens, masks, [1.0, -1.0, 0.5, 0.0],
+                              micro_batch=2, min_len=8, max_len=64,
+                              versions=[2, 2, 3, 3]))
+  assert metrics["staleness"] == 0.5  # The learner is at version 3.

@@ -52,7 +52,8 @@ def random_batch(n=4, t=16, seed=0):
   rng = np.random.default_rng(seed)
   ids = rng.integers(0, 64, (n, t + 1)).astype(np.int32)
   mask = (rng.random((n, t)) < 0.5).astype(np.float32)
-  return Batch(ids[:, :-1], ids[:, 1:], mask, np.ones(n, np.float32), n)
+  return Batch(ids[:, :-1], ids[:, 1:], mask, np.ones(n, np.float32),
+               None, np.full(n, -1, np.int32), n, n)
 
 
 def test_micro_batches_add_up_to_the_whole_batch():

@@ -157,8 +157,11 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
 
   # 4. --role=main alone, with sync staleness: step 4 samples the weights
   # published after update 3, then waits for update 4 that no sub side will
-  # publish; it stops with a clear message and keeps what it wrote.
+  # publish; it stops with a clear message and keeps what it wrote. (No
+  # evaluation at step 4: it would wait for update 4 already, as evaluation
+  # uses the newest weights.)
   killed.train.steps = 5
+  killed.train.eval_every = 5
   killed.train.staleness = "sync"
   killed.store.timeout_s = 2.0
   logged.clear()

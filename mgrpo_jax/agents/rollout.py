@@ -364,7 +364,8 @@ class RolloutController:
         logprobs=np.asarray(conv.logprobs, np.float32),
         prompt_len=conv.prompt_len, turns=conv.turns,
         answer=answer if finish == FINISH_ANSWER else None,
-        format_ok=format_ok, finish=finish)
+        format_ok=format_ok, finish=finish,
+        policy_version=getattr(agent.policy, "weights_version", -1))
     parent = conv.parent
     if parent is None:
       rollout = Rollout(trajectory,

@@ -55,6 +55,7 @@ class Trajectory:
   answer: str | None  # Final answer / report (None when it never answered).
   format_ok: bool  # Answered, and (strict format) no turn broke the protocol.
   finish: str  # FINISH_ANSWER, FINISH_TURNS or FINISH_CONTEXT.
+  policy_version: int = -1  # Weight version that sampled it (-1: unknown).
 
   @property
   def num_generated(self) -> int:
@@ -63,7 +64,8 @@ class Trajectory:
   def to_json(self, *, with_tokens: bool = False) -> dict[str, Any]:
     out = {k: getattr(self, k) for k in (
         "agent", "task_id", "question_index", "rollout_index", "sub_index",
-        "instruction", "prompt_len", "answer", "format_ok", "finish")}
+        "instruction", "prompt_len", "answer", "format_ok", "finish",
+        "policy_version")}
     out["num_tokens"] = int(self.tokens.shape[0])
     out["num_generated"] = self.num_generated
     out["turns"] = [t.to_json() for t in self.turns]

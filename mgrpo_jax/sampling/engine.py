@@ -105,6 +105,7 @@ class Engine:
     self._param_shapes = _describe(state)
     self._steps = _compiled_steps(self._graphdef)
     self._weights = self._steps.split(state)
+    self.weights_version = -1  # Set by `update_weights`.
     self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
                                 cache_dtype or model.dtype)
     self._conversations: dict[int, _Conversation] = {}
@@ -113,10 +114,14 @@ class Engine:
 
   # ---------------------------------------------------------------- weights
 
-  def update_weights(self, weights: nnx.State | Decoder) -> None:
+  def update_weights(self, weights: nnx.State | Decoder,
+                     version: int = -1) -> None:
     """Replaces the weights (same structure, shapes, dtypes): no recompile.
 
     The stacked layer weights are copied once into per-layer arrays.
+    `version` (e.g. the learner's update count) is recorded as
+    `weights_version` and travels with every trajectory sampled from now on
+    (-1: unknown).
     """
     state = (nnx.split(weights)[1] if isinstance(weights, nnx.Module)
              else weights)
@@ -124,6 +129,7 @@ class Engine:
       raise ValueError("Engine.update_weights: the new weights do not match "
                        "the model's parameter structure, shapes and dtypes.")
     self._weights = self._steps.split(state)
+    self.weights_version = int(version)
 
   @property
   def trace_counts(self) -> dict[str, int]:

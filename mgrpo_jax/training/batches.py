@@ -4,8 +4,8 @@ Main agent: one trajectory per rollout, [B*K]; advantages over the K
 rollouts of each question (core.advantages).
 
 Sub-agent: the main side flattens every sub trajectory of the step into a
-`SubRecord` (what goes through the shared store: ids, masks, rewards and the
-(b, k) links). The sub side aligns the variable number of calls per rollout
+`SubRecord` (what goes through the shared store: ids, masks, the sampler's
+log-probs and weight version, rewards and the (b, k) links). The sub side aligns the variable number of calls per rollout
 to [B, K, D_max] slots (core.alignment), takes advantages over the valid
 slots of each question (or of each rollout with group_by="rollout"), and
 packs the [B*K*D_max] slot trajectories: one compiled step whatever the
@@ -45,7 +45,9 @@ def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
   flat = [r.main for row in rollouts for r in row]
   batch = pack([t.tokens for t in flat], [t.loss_mask for t in flat], adv,
                micro_batch=settings.micro_batch, min_len=settings.min_len,
-               max_len=settings.max_len)
+               max_len=settings.max_len,
+               logprobs=[t.logprobs for t in flat],
+               versions=[t.policy_version for t in flat])
   return batch, adv
 
 
@@ -54,6 +56,8 @@ class SubRecord:
   """Every sub trajectory of one step, flat (what the store carries)."""
   tokens: np.ndarray  # int32 [total ids], trajectories one after another.
   loss_mask: np.ndarray  # bool [total ids]
+  logprobs: np.ndarray  # float32 [total ids]: the sampler's, 0 if not generated.
+  version: np.ndarray  # int32 [M]: weight version that sampled each one.
   offsets: np.ndarray  # int64 [M + 1]: trajectory i is [offsets[i], offsets[i+1]).
   b: np.ndarray  # int32 [M]
   k: np.ndarray  # int32 [M]
@@ -63,20 +67,28 @@ class SubRecord:
 
   def to_arrays(self) -> dict[str, np.ndarray]:
     return {"tokens": self.tokens, "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs, "version": self.version,
             "offsets": self.offsets, "b": self.b, "k": self.k,
             "reward": self.reward,
             "shape": np.array([self.num_questions, self.group_size])}
 
   @classmethod
   def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SubRecord":
+    missing = sorted({"tokens", "loss_mask", "logprobs", "version", "offsets",
+                      "b", "k", "reward", "shape"} - set(arrays))
+    if missing:
+      raise ValueError(f"sub-agent step record lacks {missing} (written by "
+                       "an older version of mgrpo_jax?): start a new run "
+                       "directory or store root.")
     b, k = (int(x) for x in arrays["shape"])
     return cls(arrays["tokens"], arrays["loss_mask"].astype(bool),
-               arrays["offsets"], arrays["b"], arrays["k"], arrays["reward"],
-               b, k)
+               arrays["logprobs"], arrays["version"], arrays["offsets"],
+               arrays["b"], arrays["k"], arrays["reward"], b, k)
 
-  def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+  def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, loss mask, sampler log-probs) of trajectory i."""
     lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
-    return self.tokens[lo:hi], self.loss_mask[lo:hi]
+    return self.tokens[lo:hi], self.loss_mask[lo:hi], self.logprobs[lo:hi]
 
 
 def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
@@ -88,11 +100,14 @@ def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
                                        scores.sub_i)]
   lengths = [len(t.tokens) for t in trajectories]
   offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-  tokens = (np.concatenate([t.tokens for t in trajectories])
-            if trajectories else np.zeros(0, np.int32))
-  masks = (np.concatenate([t.loss_mask for t in trajectories])
-           if trajectories else np.zeros(0, bool))
-  return SubRecord(tokens.astype(np.int32), masks, offsets,
+  def flat(field, dtype):
+    return (np.concatenate([getattr(t, field) for t in trajectories])
+            if trajectories else np.zeros(0)).astype(dtype)
+
+  return SubRecord(flat("tokens", np.int32), flat("loss_mask", bool),
+                   flat("logprobs", np.float32),
+                   np.array([t.policy_version for t in trajectories],
+                            np.int32), offsets,
                    scores.sub_b.astype(np.int32),
                    scores.sub_k.astype(np.int32),
                    scores.sub_reward.astype(np.float32), b, k)
@@ -113,7 +128,7 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
   rewards = record.reward[order]
   index, valid = align_sub_trajectories(
       key, counts, d_max, fill=fill,
-      rewards_M=rewards if fill == "best" and len(rewards) else None)
+      rewards_M=rewards if fill == "best" else None)
   index, valid = np.asarray(index), np.asarray(valid)  # [B*K, D]
   slot_sub = order[index] if len(order) else np.zeros_like(index)
   slot_reward = np.where(valid, record.reward[slot_sub] if len(order)
@@ -124,15 +139,15 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
       slot_reward.reshape(-1), groups.astype(np.int32),
       b if group_by == "question" else b * k,
       valid_N=valid.reshape(-1), scale=scale, eps=eps))
-  tokens, masks = [], []
-  empty = (np.zeros(2, np.int32), np.zeros(2, bool))
-  for s, ok in zip(slot_sub.reshape(-1), valid.reshape(-1)):
-    tokens_i, mask_i = record.trajectory(int(s)) if ok else empty
-    tokens.append(tokens_i)
-    masks.append(mask_i)
+  empty = (np.zeros(2, np.int32), np.zeros(2, bool), np.zeros(2, np.float32))
+  slots = [record.trajectory(int(s)) if ok else empty
+           for s, ok in zip(slot_sub.reshape(-1), valid.reshape(-1))]
+  versions = np.where(valid.reshape(-1), record.version[slot_sub.reshape(-1)]
+                      if len(order) else -1, -1)
+  tokens, masks, logprobs = zip(*slots)
   batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
                min_len=settings.min_len, max_len=settings.max_len,
-               valid=valid.reshape(-1))
+               valid=valid.reshape(-1), logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()),
            "valid_slots": float(valid.mean()),
            "dropped_calls": float(np.maximum(counts - d_max, 0).sum())}

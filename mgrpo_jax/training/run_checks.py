@@ -18,6 +18,7 @@ import ml_collections
 from mgrpo_jax import core
 from mgrpo_jax.agents import team
 from mgrpo_jax.core.alignment import FILLS
+from mgrpo_jax.core.importance import OFF_POLICY
 from mgrpo_jax.data import world
 from mgrpo_jax.models import loading
 from mgrpo_jax.training import meshes
@@ -31,7 +32,6 @@ TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
 MODES = ("mgrpo", "frozen_sub", "single")
 ROLES = ("all", "main", "sub")
 STALENESS = ("sync", "one_step")
-OFF_POLICY = ("none", "token", "sequence")
 SUB_GROUP_BY = ("question", "rollout")
 TINY = "tiny"  # config.model.name of the from-scratch team.
 

@@ -32,63 +32,19 @@ import numpy as np
 from mgrpo_jax.agents.rewards import RuleExpert, is_correct, score_rollouts
 from mgrpo_jax.agents.rollout import RolloutController
 from mgrpo_jax.agents.team import build_team
-from mgrpo_jax.core import registry
-from mgrpo_jax.core.alignment import FILLS
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_tasks
 from mgrpo_jax.data.task import Task
 from mgrpo_jax.data.world import WorldConfig
-from mgrpo_jax.training import batches, config_checks
+from mgrpo_jax.training import batches
 from mgrpo_jax.training import store as store_lib
-from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.learner import Learner, LearnerConfig
 
-MODES = ("mgrpo", "frozen_sub", "single")
-ROLES = ("all", "main", "sub")
-STALENESS = ("sync", "one_step")
-
-
 def check_config(config: ml_collections.ConfigDict, role: str) -> None:
-  """Config errors that can be found before any compute."""
-  if config.mode not in MODES:
-    raise ConfigError(f"config.mode={config.mode!r}: expected one of "
-                      f"{list(MODES)}.")
-  if role not in ROLES:
-    raise ConfigError(f"--role={role!r}: expected one of {list(ROLES)}.")
-  if config.train.staleness not in STALENESS:
-    raise ConfigError(f"config.train.staleness={config.train.staleness!r}: "
-                      f"expected one of {list(STALENESS)}.")
-  for field in ("steps", "questions_per_step", "group_size", "eval_every",
-                "eval_questions"):
-    config_checks.integer(config, f"train.{field}", minimum=1)
-  config_checks.integer(config, "train.eval_samples", minimum=0)
-  config_checks.integer(config, "sft.steps", minimum=0)
-  config_checks.integer(config, "sft.batch_size", minimum=1)
-  config_checks.integer(config, "sft.questions", minimum=1)
-  config_checks.number(config, "sft.learning_rate", minimum=0.0,
-                       open_min=True)
-  config_checks.number(config, "sft.noise", minimum=0.0, maximum=1.0)
-  config_checks.number(config, "sft.early_answer", minimum=0.0, maximum=1.0)
-  if not isinstance(config.align.d_max, int) or config.align.d_max < 1:
-    raise ConfigError(f"config.align.d_max={config.align.d_max!r}: expected "
-                      "an integer >= 1 (sub-agent slots per rollout).")
-  config_checks.choice(config, "advantage.scale",
-                       registry.ADVANTAGE_SCALES.names())
-  config_checks.choice(config, "advantage.sub_group_by",
-                       ("question", "rollout"))
-  config_checks.choice(config, "align.fill", FILLS)
-  config_checks.choice(config, "reward.preset",
-                       registry.REWARD_PRESETS.names())
-  config_checks.number(config, "advantage.eps", minimum=0.0)
-  if role == "sub" and config.mode != "mgrpo":
-    raise ConfigError(f"--role=sub with config.mode={config.mode!r}: only "
-                      "mode 'mgrpo' trains a sub-agent.")
-  for agent in ("main", "sub"):
-    try:
-      LearnerConfig(**config.learner[agent].to_dict())
-    except ValueError as e:
-      raise ConfigError(f"config.learner.{agent}: {e}") from e
+  """Config errors that can be found before any compute (run_checks.py)."""
+  from mgrpo_jax.training.run_checks import check_run_config
+  check_run_config(config, role)
 
 
 def learner_config(config, agent: str) -> LearnerConfig:
@@ -206,18 +162,21 @@ OnLog = Callable[[int, dict[str, float]], None]
 
 
 def build_models(config, meshes, data: Data, *, need_sub: bool,
-                 warm_start: bool = True,
+                 need_main: bool = True, warm_start: bool = True,
                  log: Callable[[str], None] = print):
-  """(tokenizer, main model, sub model or None, SFT figures). The tiny
-  model is warm-started once for the whole team (training/warm_start.py)
-  and each agent gets its own copy on its own mesh; no SFT when
-  `warm_start` is False (a resumed run restores trained weights)."""
+  """(tokenizer, main model or None, sub model or None, SFT figures). The
+  tiny model is warm-started once for the whole team (training/
+  warm_start.py, cached on disk) and each agent gets its own copy on its
+  own mesh; no SFT when `warm_start` is False. A resumed run builds the
+  warm start too: it is the frozen sub-agent and the KL reference."""
   from mgrpo_jax.models import build
   from mgrpo_jax.models.loading import load_model
   if config.model.name != "tiny":
-    main, tok = load_model(config.model.name, mesh=meshes["main"])
-    sub = (load_model(config.model.name, mesh=meshes["sub"])[0]
-           if need_sub else None)
+    tok, main, sub = None, None, None
+    if need_main:
+      main, tok = load_model(config.model.name, mesh=meshes["main"])
+    if need_sub:
+      sub, tok = load_model(config.model.name, mesh=meshes["sub"])
     return tok, main, sub, {}
   from mgrpo_jax.data.task import TaskSet
   from mgrpo_jax.training import tiny
@@ -230,8 +189,8 @@ def build_models(config, meshes, data: Data, *, need_sub: bool,
       max_position_embeddings=max(config.agents.main.context_tokens,
                                   config.agents.sub.context_tokens))
   if not (warm_start and config.sft.steps > 0):
-    main = build.init_model(model_config, seed=config.seed,
-                            mesh=meshes["main"])
+    main = (build.init_model(model_config, seed=config.seed,
+                             mesh=meshes["main"]) if need_main else None)
     sub = (build.init_model(model_config, seed=config.seed + 1,
                             mesh=meshes["sub"]) if need_sub else None)
     return tok, main, sub, {}
@@ -239,7 +198,7 @@ def build_models(config, meshes, data: Data, *, need_sub: bool,
                     data.backend.documents)
   directory, figures = warm_started(config, taskset, tok, model_config,
                                     agents_section(config), log=log)
-  main = load_model(directory, mesh=meshes["main"])[0]
+  main = load_model(directory, mesh=meshes["main"])[0] if need_main else None
   sub = load_model(directory, mesh=meshes["sub"])[0] if need_sub else None
   return tok, main, sub, figures
 
@@ -279,15 +238,21 @@ class _Side:
     self.trains_main = role in ("all", "main")
     self.trains_sub = role in ("all", "sub") and config.mode == "mgrpo"
     self.samples = role in ("all", "main")
-    mesh_names = ["main"] if config.mode == "single" else ["main", "sub"]
+    # The main side samples both agents; the sub side only trains its own.
+    need_sub = config.mode != "single"
+    mesh_names = (["sub"] if role == "sub" else
+                  ["main", "sub"] if need_sub else ["main"])
     mesh_config = ml_collections.ConfigDict(
         {k: config.mesh[k] for k in ["share", *mesh_names]})
     self.meshes = meshes.agent_meshes(mesh_config)
     run_dir = absolute(config.run_dir)
+    # Every weight version is kept until a checkpoint makes it unneeded
+    # (`prune_weights` after each save).
     self.store = store_lib.open_store(absolute(config.store.root)
                                       if config.store.root
                                       else f"{run_dir}/store",
-                                      fingerprint=fingerprint(config))
+                                      fingerprint=fingerprint(config),
+                                      keep_weights=None)
     self.data = load_data(config)
     self.ckpt = {}
     for name, trains in (("main", self.trains_main), ("sub", self.trains_sub)):
@@ -297,21 +262,24 @@ class _Side:
             max_to_keep=config.checkpoint.max_to_keep,
             save_every=config.checkpoint.every)
     self.resume_step = self._common_step()
-    resuming = self.resume_step is not None
-    need_sub = config.mode != "single"
     self.tok, main_model, sub_model, self.sft_metrics = build_models(
         config, self.meshes, self.data, need_sub=need_sub,
-        warm_start=not resuming, log=log)
+        need_main=role != "sub", log=log)
     if self.ckpt:  # Lets evaluate --checkpoint rebuild the trained model.
       from mgrpo_jax.training.trained import write_model_card
-      write_model_card(f"{run_dir}/checkpoints", main_model.config, self.tok)
+      write_model_card(f"{run_dir}/checkpoints",
+                       (main_model or sub_model).config, self.tok)
     from flax import nnx
     self.sub_target = (nnx.split(sub_model)[1] if sub_model is not None
                        else None)
+    # Each learner scores tokens at the rollouts' temperature.
+    temperature = config.agents.temperature
     self.main = (Learner("main", main_model, learner_config(config, "main"),
-                         self.meshes["main"]) if self.trains_main else None)
+                         self.meshes["main"], temperature=temperature)
+                 if self.trains_main else None)
     self.sub = (Learner("sub", sub_model, learner_config(config, "sub"),
-                        self.meshes["sub"]) if self.trains_sub else None)
+                        self.meshes["sub"], temperature=temperature)
+                if self.trains_sub else None)
     self.controller = None
     self.sub_weights = None  # (step, checksum) of the sub weights sampled with.
     if self.samples:
@@ -357,22 +325,29 @@ class _Side:
   # ------------------------------------------------------------- weights
 
   def sync_main(self) -> None:
+    """The main sampler takes the main learner's weights (version = its
+    update count)."""
     self.controller.agents["main" if self.config.mode != "single"
                            else "single"].policy.update_weights(
-                               self.main.params)
+                               self.main.params, version=self.main.step_count)
 
-  def sync_sub(self, step: int) -> None:
-    """Loads the sub weights the rollout of `step` must use."""
+  def sync_sub(self, step: int, *, newest: bool = False) -> None:
+    """Loads the sub weights the rollout of `step` must use (one version
+    behind with one_step), or with `newest` those after `step` updates (what
+    evaluation uses)."""
     if self.config.mode != "mgrpo":
       return
-    want = step if self.config.train.staleness == "sync" else max(step - 1, 0)
+    want = (step if newest or self.config.train.staleness == "sync"
+            else max(step - 1, 0))
+    if self.sub_weights is not None and self.sub_weights[0] == want:
+      return
     engine = self.controller.agents["sub"].policy
     if self.sub is not None and want == self.sub.step_count:
       params = self.sub.params
     else:
       params = self.store.load_weights(
           "sub", self._wait_weights(want), target=self.sub_target)
-    engine.update_weights(params)
+    engine.update_weights(params, version=want)
     self.sub_weights = (want, checksum(params))
 
   def _wait_weights(self, want: int) -> int:
@@ -455,6 +430,13 @@ class _Side:
     metrics["time/sub_update"] = time.perf_counter() - start
     return metrics
 
+  def evaluate(self, step: int) -> dict[str, float]:
+    """Validation with the newest weights of every agent (after `step`
+    updates; the main sampler already has them)."""
+    self.sync_sub(step, newest=True)
+    return evaluate(self.controller, self.data.validation,
+                    self.config.train.eval_samples)
+
   def publish_sub(self, step: int) -> None:
     """Publishes the sub weights after `step` updates (once per step)."""
     latest = self.store.latest_weights_step("sub")
@@ -466,6 +448,17 @@ class _Side:
       if learner is not None:
         self.ckpt[name].save(step, learner.params, learner.opt_state,
                              key=key, data_position=step, force=force)
+    if self.sub is not None:
+      self.prune_weights()
+
+  def prune_weights(self) -> None:
+    """Drops sub weight versions no resume can need: a resume starts at a
+    kept checkpoint step s (either side's, which stay within a step of each
+    other) and samples version s, or s - 1 with one_step."""
+    kept = self.ckpt["sub"].steps()
+    if kept:
+      self.store.prune_weights("sub", keep_from=min(kept) - 1,
+                               keep_newest=self.config.store.keep_weights)
 
   def close(self) -> None:
     for ckpt in self.ckpt.values():
@@ -492,8 +485,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   bar = ProgressBar(c.steps, side.start_step)
   try:
     if side.samples and side.start_step == 0:
-      metrics = evaluate(side.controller, side.data.validation,
-                         c.eval_samples)
+      metrics = side.evaluate(0)
       writer.write(0, metrics)
       last.update(metrics)
       log(f"step 0: {metrics}")
@@ -507,8 +499,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
         metrics.update(side.sub_step(step, step_key))
       done = step + 1
       if side.samples and (done % c.eval_every == 0 or done == c.steps):
-        metrics.update(evaluate(side.controller, side.data.validation,
-                                c.eval_samples))
+        metrics.update(side.evaluate(done))
       metrics["time/step"] = time.perf_counter() - start
       # Metrics first, then the checkpoint: a run killed between the two
       # redoes this step on resume (same seed, same numbers) and appends
