@@ -1,17 +1,16 @@
 """The M-GRPO trainer end to end on a tiny team: store, learners, resume
 after SIGKILL, staleness, a sub side that never answers, bad configs."""
 
-import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from flax import nnx
-from trainer_test_utils import ROOT, tiny_config
+from trainer_test_utils import (CHILD_CONFIG, ROOT, by_step, logged_step,
+                                tiny_config, wait_for)
 
 from mgrpo_jax import evaluate
 from mgrpo_jax.agents.team import agents_config
@@ -21,51 +20,6 @@ from mgrpo_jax.training.trained import load_trained
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.metrics import MetricsWriter
 from mgrpo_jax.training.store import StoreTimeout
-
-# A config file for a child process: the same tiny config, from JSON.
-CHILD_CONFIG = """
-import json, ml_collections
-def get_config():
-  return ml_collections.ConfigDict(json.loads({text!r}))
-"""
-
-# Differ between two identical runs: clocks and speeds.
-UNTIMED = ("time", "time/", "rollout/tokens_per_second")
-
-
-def by_step(records):
-  """{step: every metric logged for it}; a step logged again (a resumed
-  run redoing the step it was killed in) keeps its newest values."""
-  out = {}
-  for r in records:
-    out.setdefault(r["step"], {}).update(
-        {k: v for k, v in r.items() if not k.startswith(UNTIMED)})
-  return out
-
-
-def logged_step(path: pathlib.Path) -> int:
-  """The newest step in a metrics file being written (-1: none yet)."""
-  newest = -1
-  if path.is_file():
-    for line in path.read_text().splitlines():
-      try:
-        newest = max(newest, json.loads(line)["step"])
-      except (ValueError, KeyError):
-        continue  # A line being written.
-  return newest
-
-
-def wait_for(condition, proc, log_file, what: str, timeout_s=600.0):
-  start = time.monotonic()
-  while not condition():
-    if proc.poll() is not None:
-      pytest.fail(f"the run ended (rc {proc.returncode}) before {what}:\n"
-                  f"{log_file.read_text()[-3000:]}")
-    if time.monotonic() - start > timeout_s:
-      pytest.fail(f"no {what} after {timeout_s} s:\n"
-                  f"{log_file.read_text()[-3000:]}")
-    time.sleep(0.05)
-
 
 def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))

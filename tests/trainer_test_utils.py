@@ -1,7 +1,11 @@
 """A tiny-team trainer config shared by the trainer and two-process tests."""
 
 import importlib.util
+import json
 import pathlib
+import time
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -41,3 +45,102 @@ def tiny_config(tmp_path, **train):
   config.checkpoint.every = 1
   config.train.update(train)
   return config
+
+
+# A config file for a child process: the same tiny config, from JSON.
+CHILD_CONFIG = """
+import json, ml_collections
+def get_config():
+  return ml_collections.ConfigDict(json.loads({text!r}))
+"""
+
+# Differ between two identical runs: clocks and speeds.
+UNTIMED = ("time", "time/", "rollout/tokens_per_second")
+
+
+def by_step(records):
+  """{step: every metric logged for it}; a step logged again (a resumed
+  run redoing the step it was killed in) keeps its newest values."""
+  out = {}
+  for r in records:
+    out.setdefault(r["step"], {}).update(
+        {k: v for k, v in r.items() if not k.startswith(UNTIMED)})
+  return out
+
+
+def logged_step(path: pathlib.Path) -> int:
+  """The newest step in a metrics file being written (-1: none yet)."""
+  newest = -1
+  if path.is_file():
+    for line in path.read_text().splitlines():
+      try:
+        newest = max(newest, json.loads(line)["step"])
+      except (ValueError, KeyError):
+        continue  # A line being written.
+  return newest
+
+
+def wait_for(condition, proc, log_file, what: str, timeout_s=600.0):
+  start = time.monotonic()
+  while not condition():
+    if proc.poll() is not None:
+      pytest.fail(f"the run ended (rc {proc.returncode}) before {what}:\n"
+                  f"{log_file.read_text()[-3000:]}")
+    if time.monotonic() - start > timeout_s:
+      pytest.fail(f"no {what} after {timeout_s} s:\n"
+                  f"{log_file.read_text()[-3000:]}")
+    time.sleep(0.05)
+
+
+def run_child(config, tmp_path, name: str, cache=None):
+  """`python -m mgrpo_jax.main` on `config` in a child process with the
+  cache `cache` (default: its own); returns (process, log file). Its log
+  goes to a file: a pipe nobody drains would block it."""
+  import os
+  import subprocess
+  import sys
+  config_file = tmp_path / f"{name}_config.py"
+  config_file.write_text(CHILD_CONFIG.format(text=config.to_json()))
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             MGRPO_JAX_CACHE=str(cache or tmp_path / f"{name}_cache"))
+  log_file = tmp_path / f"{name}.log"
+  with open(log_file, "w") as out:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mgrpo_jax.main", "--config",
+         str(config_file)], cwd=ROOT, env=env, stdout=out,
+        stderr=subprocess.STDOUT)
+  return proc, log_file
+
+
+def sigkill_after(config, tmp_path, step: int, cache=None):
+  """Runs `config` in a child and SIGKILLs it once step `step` is logged
+  (its checkpoints, if any are due, come right after: the kill may land
+  before or after them). Returns the figures logged before the kill."""
+  import signal
+  from mgrpo_jax.training.metrics import MetricsWriter
+  proc, log_file = run_child(config, tmp_path, "killed", cache)
+  metrics_file = pathlib.Path(config.run_dir) / "all" / "metrics.jsonl"
+  try:
+    wait_for(lambda: logged_step(metrics_file) >= step, proc, log_file,
+             f"step {step} logged")
+  except BaseException:
+    proc.kill()
+    raise
+  proc.send_signal(signal.SIGKILL)
+  proc.wait(timeout=60)
+  assert proc.returncode == -signal.SIGKILL
+  return by_step(MetricsWriter.read(metrics_file.parent))
+
+
+def assert_same_figures(expected: dict, got: dict) -> None:
+  """Every figure of `expected` (by step) is logged in `got`, equal
+  (except whether the warm start came from the cache)."""
+  for step, figures in expected.items():
+    assert step in got, step
+    for key, value in figures.items():
+      if key == "sft/cached":
+        continue
+      assert key in got[step], (step, key)
+      assert got[step][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (
+          step, key, got[step][key], value)
