@@ -10,6 +10,7 @@ import pytest
 from mgrpo_jax.models import build
 from mgrpo_jax.models.config import ModelConfig, ModelConfigError
 from mgrpo_jax.models.decoder import KVCache, rope_inverse_frequencies
+from model_test_utils import float32_tolerance, softmax_input_scale
 
 
 def tiny(family="llama", **kw):
@@ -37,7 +38,11 @@ def test_cache_in_pieces_equals_full_forward(config):
     h, cache = model.hidden_states(tokens[:, start:stop],
                                    positions[:, start:stop], cache)
     pieces.append(model.logits(h))
-  np.testing.assert_allclose(jnp.concatenate(pieces, 1), full, atol=1e-5)
+  # Other shapes, so other float32 rounding: 32 eps * the largest softmax
+  # input (model_test_utils; measured <= 3 eps * that).
+  np.testing.assert_allclose(
+      jnp.concatenate(pieces, 1), full,
+      atol=float32_tolerance(softmax_input_scale(model, tokens)))
 
 
 def test_rows_at_different_offsets_share_one_call():
@@ -54,7 +59,8 @@ def test_rows_at_different_offsets_share_one_call():
   h, _ = model.hidden_states(new_tok, new_pos, cache)
   got = model.logits(h)
   want = jnp.stack([full[0, 3:5], full[1, 5:7]])
-  np.testing.assert_allclose(got, want, atol=1e-5)
+  np.testing.assert_allclose(
+      got, want, atol=float32_tolerance(softmax_input_scale(model, tokens)))
 
 
 def test_positions_not_pad_tokens_decide_attention():

@@ -9,6 +9,7 @@ import pytest
 from jax.test_util import check_grads
 
 from mgrpo_jax import LOSS_AGGREGATIONS, clipped_policy_loss, policy_loss_terms
+from model_test_utils import float32_tolerance
 
 AGGREGATIONS = ["token_mean", "sequence_mean", "sequence_sum_norm"]
 
@@ -162,7 +163,14 @@ def test_terms_sum_over_microbatches_equals_full_batch():
   parts = [policy_loss_terms(logp[i:i + 2], old[i:i + 2], adv[i:i + 2],
                              mask[i:i + 2])[:2] for i in range(0, 8, 2)]
   total = sum(p[0] for p in parts) / sum(p[1] for p in parts)
-  np.testing.assert_allclose(total, full, rtol=1e-6)
+  # Four partial sums vs one sum: another rounding order. Advantages of
+  # both signs cancel, so the error scales with the mean |token loss|, not
+  # with |loss| (measured <= 2.4 eps * that over 40 seeds, where rtol=1e-6
+  # of |loss| fails by up to 92x).
+  scale = (np.abs(ref_token_loss(logp, old, adv, None, 0.0, 0.2, 0.28)) *
+           mask).sum() / mask.sum()
+  np.testing.assert_allclose(total, full, rtol=0,
+                             atol=float32_tolerance(scale))
 
 
 def test_compiles_once_across_masks_and_values():
