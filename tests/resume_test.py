@@ -103,3 +103,16 @@ def test_a_finished_run_extended_continues_exactly(tmp_path, monkeypatch,
   expected, got = figures(ref), figures(short)
   assert sorted(got) == [0, 1, 2, 3, 4]
   assert_same_figures(expected, got)
+  # one_step: rollout n samples sub version n - 1 and the sub learner is at
+  # n, so its data is one version stale (its behaviour log-probs anchor the
+  # correction); the main agent is on-policy and its learner matches its
+  # sampler at the rollouts' temperature.
+  for step in range(1, 5):
+    assert expected[step]["main/staleness"] == 0
+    assert expected[step]["main/behaviour_logp_gap_max"] < 1e-3
+    if "sub/staleness" in expected[step]:
+      assert expected[step]["sub/staleness"] == (step > 1)
+  assert any("sub/staleness" in expected[s] for s in (2, 3, 4))
+  # Evaluation saw the newest sub weights, not the one-step-stale ones.
+  assert expected[4]["eval/sub_version"] == 4
+  assert expected[0]["eval/sub_version"] == 0

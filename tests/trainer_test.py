@@ -203,3 +203,21 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
   with pytest.raises(ConfigError, match="config.learner.main"):
     trainer.run(config, log=lambda m: None)
   assert not pathlib.Path(config.run_dir).exists()
+
+
+def test_the_sub_side_builds_only_what_it_trains(tmp_path, monkeypatch):
+  """--role=sub on a slice whose main mesh could not be built (more
+  devices than there are, mesh.share False): it builds the sub mesh, model
+  and learner only; no sampler, no main model."""
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  config = tiny_config(tmp_path, steps=1)
+  config.mesh.share = False
+  config.mesh.main.devices = 64
+  config.mesh.sub.devices = 2
+  side = trainer._Side(config, "sub", lambda m: None)
+  try:
+    assert list(side.meshes) == ["sub"]
+    assert side.main is None and side.controller is None
+    assert side.sub is not None and side.sub.mesh.devices.size == 2
+  finally:
+    side.close()

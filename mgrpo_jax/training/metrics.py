@@ -54,11 +54,35 @@ METRICS_DOC: dict[str, str] = {
                           "1+eps_high] on the side of the advantage).",
     "sub/clip_fraction": "Fraction of the sub-agent's trained tokens whose "
                          "ratio was clipped.",
-    "main/approx_kl": "Mean per-token k3 KL estimate between the old "
-                      "policy (the one that sampled) and the one being "
-                      "updated, over the epochs' trained tokens: 0 in the "
-                      "first epoch, so non-zero only with mu > 1.",
+    "main/approx_kl": "Mean per-token k3 KL estimate between the ratio's "
+                      "anchor (the weights before the update; the sampler's "
+                      "with off_policy 'none') and the policy being "
+                      "updated, over the epochs' trained tokens: ~0 in the "
+                      "first epoch on fresh data.",
     "sub/approx_kl": "The same for the sub-agent's update.",
+    "main/behaviour_logp_gap_max": "Largest |learner log-prob - sampler "
+                                   "log-prob| over the step's trained tokens, "
+                                   "with the weights before the update: the "
+                                   "train/inference mismatch (< 1e-3 "
+                                   "on-policy in float32; the staleness "
+                                   "shows here too).",
+    "sub/behaviour_logp_gap_max": "The same for the sub-agent.",
+    "main/is_weight_mean": "Mean truncated importance weight "
+                           "min(pi_old / pi_behaviour, is_cap) over trained "
+                           "tokens (1 with off_policy 'none' or on-policy).",
+    "sub/is_weight_mean": "The same for the sub-agent.",
+    "main/is_truncated_fraction": "Share of trained tokens whose importance "
+                                  "weight the cap cut.",
+    "sub/is_truncated_fraction": "The same for the sub-agent.",
+    "main/staleness": "Mean weight versions between the sampler of a "
+                      "trajectory and the learner updating on it (0 "
+                      "on-policy).",
+    "sub/staleness": "The same for the sub-agent (1 with one_step after the "
+                     "first step).",
+    "main/skipped_update": "1 when every advantage of the step was 0: no "
+                           "optimizer update (Adam's momentum would still "
+                           "move the weights).",
+    "sub/skipped_update": "The same for the sub-agent.",
     "main/loss": "Main agent's clipped-surrogate loss (+ beta * KL), "
                  "aggregated as the config's loss mode.",
     "sub/loss": "Sub-agent's clipped-surrogate loss (+ beta * KL), "
@@ -78,6 +102,8 @@ METRICS_DOC: dict[str, str] = {
                              "validation question at the training "
                              "temperature (same key every evaluation).",
     "time/eval": "Seconds of the step's validation rollouts.",
+    "eval/sub_version": "Sub-agent weight version the evaluation used: the "
+                        "newest (the step's), in every staleness mode.",
 }
 
 

@@ -434,8 +434,11 @@ class _Side:
     """Validation with the newest weights of every agent (after `step`
     updates; the main sampler already has them)."""
     self.sync_sub(step, newest=True)
-    return evaluate(self.controller, self.data.validation,
-                    self.config.train.eval_samples)
+    out = evaluate(self.controller, self.data.validation,
+                   self.config.train.eval_samples)
+    if self.sub_weights is not None:
+      out["eval/sub_version"] = float(self.sub_weights[0])
+    return out
 
   def publish_sub(self, step: int) -> None:
     """Publishes the sub weights after `step` updates (once per step)."""
