@@ -109,6 +109,20 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
       assert got[step][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (
           step, key)
 
+  # A bad value on the command line of an existing run changes nothing of
+  # what it wrote: checkpoints, store records, metrics.
+  def snapshot():
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in pathlib.Path(killed.run_dir).rglob("*") if p.is_file()}
+  written = snapshot()
+  for field, bad in (("group_size", 1), ("steps", 0)):
+    good = killed.train[field]
+    killed.train[field] = bad
+    with pytest.raises(ConfigError, match=f"config.train.{field}={bad}"):
+      trainer.run(killed, log=logs.append)
+    killed.train[field] = good
+  assert snapshot() == written
+
   # 4. --role=main alone, with sync staleness: step 4 samples the weights
   # published after update 3, then waits for update 4 that no sub side will
   # publish; it stops with a clear message and keeps what it wrote. (No
