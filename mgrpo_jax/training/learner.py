@@ -324,12 +324,6 @@ class Learner:
     self.step_count += 1
     return out
 
-  def set_reference(self, params: Any) -> None:
-    """Sets the KL reference (beta > 0): the weights the run started from,
-    also after a resume."""
-    if self.ref_params is not None:
-      self.ref_params = jax.tree.map(jnp.copy, params)
-
   def model(self) -> nnx.Module:
     """The current weights as a model (e.g. for `Engine.update_weights`)."""
     return nnx.merge(self.graphdef, self.params)

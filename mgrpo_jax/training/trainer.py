@@ -41,6 +41,7 @@ from mgrpo_jax.training import batches
 from mgrpo_jax.training import store as store_lib
 from mgrpo_jax.training.learner import Learner, LearnerConfig
 
+
 def check_config(config: ml_collections.ConfigDict, role: str) -> None:
   """Config errors that can be found before any compute (run_checks.py)."""
   from mgrpo_jax.training.run_checks import check_run_config
@@ -162,13 +163,12 @@ OnLog = Callable[[int, dict[str, float]], None]
 
 
 def build_models(config, meshes, data: Data, *, need_sub: bool,
-                 need_main: bool = True, warm_start: bool = True,
-                 log: Callable[[str], None] = print):
+                 need_main: bool = True, log: Callable[[str], None] = print):
   """(tokenizer, main model or None, sub model or None, SFT figures). The
   tiny model is warm-started once for the whole team (training/
   warm_start.py, cached on disk) and each agent gets its own copy on its
-  own mesh; no SFT when `warm_start` is False. A resumed run builds the
-  warm start too: it is the frozen sub-agent and the KL reference."""
+  own mesh (no SFT with sft.steps 0). A resumed run builds the warm start
+  too: it is the frozen sub-agent and the KL reference."""
   from mgrpo_jax.models import build
   from mgrpo_jax.models.loading import load_model
   if config.model.name != "tiny":
@@ -188,7 +188,7 @@ def build_models(config, meshes, data: Data, *, need_sub: bool,
       num_layers=config.model.num_layers,
       max_position_embeddings=max(config.agents.main.context_tokens,
                                   config.agents.sub.context_tokens))
-  if not (warm_start and config.sft.steps > 0):
+  if config.sft.steps == 0:
     main = (build.init_model(model_config, seed=config.seed,
                              mesh=meshes["main"]) if need_main else None)
     sub = (build.init_model(model_config, seed=config.seed + 1,
