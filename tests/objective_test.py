@@ -2,22 +2,18 @@
 policy the samplers sampled: the learner/sampler log-prob gap of a real
 M-GRPO step stays below 1e-3 at the default T = 0.6, and with top-k too."""
 
-import importlib.util
 import pathlib
 
 import pytest
 
 from mgrpo_jax.training import trainer
+from mgrpo_jax.training.config_checks import load_config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def default_config(tmp_path):
-  spec = importlib.util.spec_from_file_location(
-      "default_config", ROOT / "configs" / "default.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = load_config_file(ROOT / "configs" / "default.py")
   config.run_dir = str(tmp_path / "run")
   config.train.steps = 1
   config.train.questions_per_step = 4

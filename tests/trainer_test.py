@@ -1,16 +1,11 @@
 """The M-GRPO trainer end to end on a tiny team: store, learners, resume
 after SIGKILL, staleness, a sub side that never answers, bad configs."""
 
-import os
 import pathlib
-import signal
-import subprocess
-import sys
 
 import pytest
 from flax import nnx
-from trainer_test_utils import (CHILD_CONFIG, ROOT, by_step, logged_step,
-                                tiny_config, wait_for)
+from trainer_test_utils import by_step, sigkill_after, tiny_config
 
 from mgrpo_jax import evaluate
 from mgrpo_jax.agents.team import agents_config
@@ -61,34 +56,14 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   assert scored["format"] == expected[3]["eval/format"]
   assert scored["sub_calls_per_rollout"] == expected[3]["eval/sub_calls"]
 
-  # 2. The same run in a child process, SIGKILLed once step 1 is logged.
+  # 2. The same run in a child process, SIGKILLed once step 1 is logged
+  # and checkpointed. Its own cache: it trains its tokenizer and warm start
+  # itself.
   killed = tiny_config(tmp_path / "killed", steps=3, staleness="one_step")
-  config_file = tmp_path / "child_config.py"
-  config_file.write_text(CHILD_CONFIG.format(text=killed.to_json()))
-  # Its own cache: it trains its tokenizer and warm start itself.
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             MGRPO_JAX_CACHE=str(tmp_path / "child_cache"))
-  # Its log goes to a file: a pipe nobody drains would block the child.
-  log_file = tmp_path / "child.log"
-  with open(log_file, "w") as out:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mgrpo_jax.main", "--config",
-         str(config_file)], cwd=ROOT, env=env, stdout=out,
-        stderr=subprocess.STDOUT)
-  try:
-    metrics_file = pathlib.Path(killed.run_dir) / "all" / "metrics.jsonl"
-    checkpoints = pathlib.Path(killed.run_dir) / "checkpoints"
-    wait_for(lambda: logged_step(metrics_file) >= 1 and all(
-        (checkpoints / a / "1").is_dir() for a in ("main", "sub")),
-             proc, log_file, "step 1 logged and checkpointed")
-  except BaseException:
-    proc.kill()
-    raise
-  proc.send_signal(signal.SIGKILL)
-  proc.wait(timeout=60)
-  assert proc.returncode == -signal.SIGKILL
-  before = by_step(MetricsWriter.read(metrics_file.parent))
+  metrics_file = pathlib.Path(killed.run_dir) / "all" / "metrics.jsonl"
+  checkpoints = pathlib.Path(killed.run_dir) / "checkpoints"
+  before = sigkill_after(killed, tmp_path, 1, also=lambda: all(
+      (checkpoints / a / "1").is_dir() for a in ("main", "sub")))
   assert max(before) in (1, 2)  # Killed inside step 2 or 3.
 
   # 3. Resume: no step lost, none repeated, the same numbers as step 1.

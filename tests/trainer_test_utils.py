@@ -113,17 +113,18 @@ def run_child(config, tmp_path, name: str, cache=None):
   return proc, log_file
 
 
-def sigkill_after(config, tmp_path, step: int, cache=None):
+def sigkill_after(config, tmp_path, step: int, cache=None, also=None):
   """Runs `config` in a child and SIGKILLs it once step `step` is logged
-  (its checkpoints, if any are due, come right after: the kill may land
-  before or after them). Returns the figures logged before the kill."""
+  and `also()` (if given) holds; a step's checkpoints come right after its
+  metrics, so without `also` the kill may land before or after them.
+  Returns the figures logged before the kill."""
   import signal
   from mgrpo_jax.training.metrics import MetricsWriter
   proc, log_file = run_child(config, tmp_path, "killed", cache)
   metrics_file = pathlib.Path(config.run_dir) / "all" / "metrics.jsonl"
   try:
-    wait_for(lambda: logged_step(metrics_file) >= step, proc, log_file,
-             f"step {step} logged")
+    wait_for(lambda: logged_step(metrics_file) >= step and (
+        also is None or also()), proc, log_file, f"step {step} logged")
   except BaseException:
     proc.kill()
     raise
