@@ -1,23 +1,19 @@
 """configs/smollm2.py: M-GRPO steps on the pretrained SmolLM2 team."""
 
-import importlib.util
 import math
 import pathlib
 
 import pytest
 
 from mgrpo_jax.training import trainer
+from mgrpo_jax.training.config_checks import load_config_file
 from mgrpo_jax.training.metrics import MetricsWriter
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def smollm2_config(tmp_path):
-  spec = importlib.util.spec_from_file_location(
-      "smollm2", ROOT / "configs" / "smollm2.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = load_config_file(ROOT / "configs" / "smollm2.py")
   config.run_dir = str(tmp_path / "run")
   return config
 

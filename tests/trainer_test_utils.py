@@ -1,11 +1,12 @@
 """A tiny-team trainer config shared by the trainer and two-process tests."""
 
-import importlib.util
 import json
 import pathlib
 import time
 
 import pytest
+
+from mgrpo_jax.training.config_checks import load_config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -13,11 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def tiny_config(tmp_path, **train):
   """configs/default.py shrunk to seconds per step; `train` overrides
   fields of config.train."""
-  spec = importlib.util.spec_from_file_location(
-      "default_config", ROOT / "configs" / "default.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = load_config_file(ROOT / "configs" / "default.py")
   config.run_dir = str(pathlib.Path(tmp_path) / "run")
   config.model.vocab_size = 512
   config.model.hidden_size = 32
