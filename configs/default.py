@@ -58,6 +58,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.learning_rate = 6e-3  # SFT AdamW learning rate (3e-3 left seed 1 short of learning to copy names in 700 steps).
   config.sft.noise = 0.0  # Share of oracle turns with a controlled mistake (wrong names slow the tiny model's learning to copy).
   config.sft.early_answer = 0.6  # Share of multi-hop demonstrations whose planner answers after the first hop (a planner M-GRPO must teach to decompose).
+  config.sft.lazy_report = 0.0  # Share of sub-agent hops demonstrated without the visit: the report comes from the cut-short search snippet, so it is mostly "unknown" (a sub-agent M-GRPO must teach to read the page; configs/reproduce.py).
   config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
 
@@ -93,6 +94,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 64  # Validation questions evaluated.
   config.train.eval_samples = 2  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
+  config.train.test_questions = 0  # Also greedy on this many held-out test questions at each evaluation (test/*: logged, never used for a choice; 0: none).
 
   config.learner = ml_collections.ConfigDict()
   config.learner.main = _learner(1e-4)  # Main agent's optimizer and loss.
@@ -104,7 +106,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.advantage.sub_group_by = "question"  # Sub-agent groups: "question" or "rollout".
 
   config.align = ml_collections.ConfigDict()
-  config.align.d_max = 2  # Sub-agent slots per rollout (D_max).
+  config.align.d_max = 2  # Sub-agent slots per rollout (D_max; 0: alignment off, an ablation: one row per call, a batch shape that changes every step).
   config.align.fill = "random"  # Fill free slots with "random" or "best" duplicates.
 
   config.reward = ml_collections.ConfigDict()

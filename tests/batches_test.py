@@ -102,3 +102,38 @@ def test_rollouts_without_calls_give_invalid_slots(fill):
   with pytest.raises(ValueError, match="group_by='x'"):
     sub_batch(record, jax.random.key(0), d_max=2, settings=SETTINGS,
               group_by="x")
+
+
+def test_alignment_off_gives_one_row_per_call(scored):
+  """d_max 0 (the ablation): every call once, no duplicate, none dropped;
+  the advantages are group-relative over the same question groups."""
+  rollouts, scores = scored
+  record = sub_record(rollouts, scores)
+  batch, stats = sub_batch(record, jax.random.key(1), d_max=0,
+                           settings=SETTINGS)
+  calls = len(record.reward)  # 6: q0 2 calls x 2 rollouts, q1 1 x 2.
+  assert calls == 6 and batch.num_sequences == calls
+  assert batch.inputs_NxT.shape[0] == -(-calls // 4) * 4
+  assert stats == {"calls_per_rollout": 1.5, "valid_slots": 1.0,
+                   "dropped_calls": 0.0}
+  for i in range(calls):
+    tokens, mask, _ = record.trajectory(i)
+    assert int(batch.mask_NxT[i].sum()) == int(mask[1:].sum())
+  adv = batch.adv_N[:calls]
+  for question in (0, 1):
+    rows = record.b == question
+    rewards = record.reward[rows]
+    expected = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-6)
+    np.testing.assert_allclose(adv[rows], expected, atol=1e-5)
+  assert np.abs(adv[record.b == 0]).max() > 0
+
+
+def test_alignment_off_without_calls_has_no_valid_row():
+  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
+                     np.zeros(0, np.float32), np.zeros(0, np.int32),
+                     np.zeros(1, np.int64), np.zeros(0, np.int32),
+                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  batch, stats = sub_batch(record, jax.random.key(0), d_max=0,
+                           settings=SETTINGS)
+  assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
+  assert stats["calls_per_rollout"] == 0

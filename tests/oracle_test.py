@@ -155,8 +155,59 @@ def test_early_answer_stops_multi_hop_questions_after_the_first_hop(
                 == task.sub_questions[0].answer)
 
 
+@pytest.mark.parametrize("mode", ["multi", "single"])
+def test_lazy_report_answers_from_the_search_results_without_visiting(
+    taskset, tok, mode):
+  def run(lazy_report, snippet_chars=60):
+    config = single_config()
+    config.snippet_chars = snippet_chars
+    return oracle.oracle_rollouts(taskset, tok, agents=config,
+                                  mode=mode, lazy_report=lazy_report,
+                                  seed=1, group_size=2, context_tokens=2048)
+
+  def count(rollout, tool):
+    return sum(t.tool == tool for s in [rollout.main, *rollout.subs]
+               for t in s.turns)
+
+  gold = {q.question: q.answer for t in taskset.tasks
+          for q in t.sub_questions}
+
+  def stated(rows):  # Share of lazy first hops whose answer is not unknown.
+    answers = [r.main.answer if mode == "single" and task.hops == 1
+               else oracle.report_answer(r.subs[0].answer) if r.subs
+               else None for row, task in zip(rows, taskset.tasks)
+               for r in row]
+    answers = [a for a in answers if a is not None]
+    return sum(a != oracle.UNKNOWN for a in answers) / len(answers)
+
+  always, never, half = run(1.0), run(0.0), run(0.5)
+  lazy_hops, all_hops = 0, 0
+  for task, row_always, row_never, row_half in zip(taskset.tasks, always,
+                                                   never, half):
+    for r_always, r_never, r_half in zip(row_always, row_never, row_half):
+      assert count(r_never, "visit") == task.hops
+      assert is_correct(r_never.main.answer, task)
+      # Always lazy: a search per hop and no visit; the answer is a fact
+      # a snippet states in full, else "unknown" (never a wrong name).
+      assert count(r_always, "visit") == 0
+      assert count(r_always, "search") >= 1 and r_always.main.format_ok
+      for sub in r_always.subs:
+        answer = oracle.report_answer(sub.answer)
+        assert answer in (oracle.UNKNOWN, gold.get(sub.instruction))
+      if task.hops == 1:
+        assert r_always.main.answer in (oracle.UNKNOWN,
+                                        task.sub_questions[0].answer)
+      lazy_hops += task.hops - count(r_half, "visit")
+      all_hops += task.hops
+  assert 0 < lazy_hops < all_hops  # Decided per hop.
+  if mode == "multi":  # Cut-short snippets mostly lack the fact.
+    assert stated(always) < 0.5 < stated(run(1.0, snippet_chars=400))
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"role": "boss"}, r"role='boss'"),
+    ({"role": "main", "lazy_report": 0.5}, r"role='main'"),
+    ({"role": "sub", "lazy_report": 2.0}, r"lazy_report=2.0"),
     ({"role": "main", "noise": 1.5}, r"noise=1.5"),
     ({"role": "main", "early_answer": -0.1}, r"early_answer=-0.1"),
     ({"role": "sub", "early_answer": 0.5}, r"role='sub'"),

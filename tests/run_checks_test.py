@@ -58,7 +58,7 @@ BAD = [
     ("reward.v_exp", "high"), ("reward.v_main", math.inf),
     ("advantage.scale", "zscore"), ("advantage.eps", -1.0),
     ("advantage.sub_group_by", "agent"),
-    ("align.d_max", 0), ("align.fill", "zeros"),
+    ("align.d_max", -1), ("align.fill", "zeros"),
     ("agents.temperature", -0.1), ("agents.temperature", math.inf),
     ("agents.temperature", "hot"), ("agents.answer_reserve", "x"),
     ("agents.main.context_tokens", 100),
@@ -80,6 +80,8 @@ BAD = [
     ("sft.steps", -1), ("sft.batch_size", 0), ("sft.questions", 0),
     ("sft.learning_rate", 0.0), ("sft.noise", 1.5),
     ("sft.early_answer", -0.2), ("sft.cache", "yes"),
+    ("sft.lazy_report", 1.5), ("train.test_questions", -1),
+    ("train.test_questions", 33),  # The default world has 32.
 ]
 
 

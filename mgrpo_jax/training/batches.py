@@ -113,14 +113,47 @@ def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
                    scores.sub_reward.astype(np.float32), b, k)
 
 
+def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
+                        group_by: str = "question", scale: str = "group",
+                        eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
+  """Alignment off (an ablation): one row per sub-agent call as it came, so
+  the batch has as many rows as the step had calls (a shape that changes
+  from step to step); advantages over the same groups as `sub_batch`."""
+  b, k = record.num_questions, record.group_size
+  m = len(record.reward)
+  counts = np.bincount(record.b * k + record.k, minlength=b * k)
+  groups = record.b if group_by == "question" else record.b * k + record.k
+  valid = np.ones(max(m, 1), bool)
+  valid[m:] = False
+  adv = np.asarray(group_relative_advantages(
+      np.pad(record.reward, (0, max(m, 1) - m)).astype(np.float32),
+      np.pad(groups, (0, max(m, 1) - m)).astype(np.int32),
+      b if group_by == "question" else b * k, valid_N=valid, scale=scale,
+      eps=eps))
+  empty = (np.zeros(2, np.int32), np.zeros(2, bool), np.zeros(2, np.float32))
+  slots = [record.trajectory(i) for i in range(m)] or [empty]
+  tokens, masks, logprobs = zip(*slots)
+  versions = record.version if m else np.full(1, -1)
+  batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
+               min_len=settings.min_len, max_len=settings.max_len,
+               valid=valid, logprobs=logprobs, versions=versions)
+  stats = {"calls_per_rollout": float(counts.mean()), "valid_slots": 1.0,
+           "dropped_calls": 0.0}
+  return batch, stats
+
+
 def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
               settings: PackSettings, fill: str = "random",
               group_by: str = "question", scale: str = "group",
               eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
-  """The sub-agent's aligned batch [B*K*D_max] (see the module docstring)."""
+  """The sub-agent's aligned batch [B*K*D_max] (see the module docstring);
+  d_max 0: alignment off (`unaligned_sub_batch`)."""
   if group_by not in ("question", "rollout"):
     raise ValueError(f"sub_batch: group_by={group_by!r}; expected "
                      "'question' or 'rollout'.")
+  if d_max == 0:
+    return unaligned_sub_batch(record, settings=settings, group_by=group_by,
+                               scale=scale, eps=eps)
   b, k = record.num_questions, record.group_size
   rollout_of = record.b * k + record.k  # Flat rollout index of each sub.
   order = np.argsort(rollout_of, kind="stable")  # Alignment wants grouping.

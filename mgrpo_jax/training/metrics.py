@@ -102,9 +102,54 @@ METRICS_DOC: dict[str, str] = {
                              "validation question at the training "
                              "temperature (same key every evaluation).",
     "time/eval": "Seconds of the step's validation rollouts.",
+    "eval/sub_report_accuracy": "Greedy sub-agent reports whose answer is "
+                                "the true answer of the delegated one-hop "
+                                "question (training/diagnostics.py).",
+    "eval/sub_visit_rate": "Greedy sub-agent conversations that visited a "
+                           "page.",
+    "eval/sub_searches_per_report": "Searches per greedy sub-agent "
+                                    "conversation that reported.",
+    "eval/visits_per_hop": "Page visits (any agent) per hop the validation "
+                           "questions need.",
+    "eval/main_delegations_hop2": "Delegations per two-hop validation "
+                                  "question (greedy; one key per hop "
+                                  "count).",
+    "test/accuracy": "Greedy accuracy on train.test_questions held-out "
+                     "test questions (logged, never used for a choice); "
+                     "test/* has the eval/* diagnostics too.",
+    "rollout/generated_tokens": "Ids the agents sampled in the step's "
+                                "rollouts (all agents).",
+    "jit/compilations": "XLA compilations in this process so far (both "
+                        "agents' learners and samplers; align.d_max 0 "
+                        "shows what alignment saves).",
+    "time/test": "Seconds of the step's test-split rollouts.",
     "eval/sub_version": "Sub-agent weight version the evaluation used: the "
                         "newest (the step's), in every staleness mode.",
 }
+
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_compilations = {"count": 0, "listening": False}
+
+
+def count_compilations() -> None:
+  """Starts counting XLA compilations of this process (idempotent)."""
+  if _compilations["listening"]:
+    return
+  import jax  # pylint: disable=g-import-not-at-top
+
+  def listener(event: str, duration: float, **kwargs: Any) -> None:
+    del duration, kwargs
+    if event == _BACKEND_COMPILE:
+      _compilations["count"] += 1
+
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  _compilations["listening"] = True
+
+
+def compilations() -> int:
+  """XLA compilations since `count_compilations()` was first called."""
+  return _compilations["count"]
 
 
 def _to_python(value: Any) -> Any:

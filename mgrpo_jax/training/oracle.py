@@ -30,6 +30,13 @@ first hop) with that hop's answer, an intermediate entity: a planner that
 has not learned to decompose. Unlike `noise`, this is one decision per
 conversation, and it writes no wrong name into any turn.
 
+Lazy reports: with probability `lazy_report` per hop, the sub-agent (the
+single agent, for that hop) answers from the search results without
+visiting the page: the fact if a snippet states it in full, else "unknown"
+(snippets are cut short, so they rarely do): a sub-agent that has not
+learned that a report must come from the page. Also one decision per hop,
+with no wrong name written.
+
 `demonstrations` runs a whole TaskSet through a team of oracles and returns
 the trajectories (token ids + loss mask: exactly what SFT trains on).
 """
@@ -60,7 +67,8 @@ from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 ROLES = ("main", "sub", "single")
 # Controlled mistakes, as counted in `OraclePolicy.mistakes`.
-MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer")
+MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer",
+            "lazy_report")
 UNKNOWN = "unknown"  # What the oracle answers when it found nothing.
 EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
 
@@ -192,6 +200,7 @@ class _State:
   results: list[tuple[str, str]] = dataclasses.field(default_factory=list)
   answer_now: bool = False  # The last message asked for the answer now.
   answer_after: int | None = None  # Main / single: answer after this many hops.
+  lazy: frozenset[int] = frozenset()  # Hops answered from the search results.
 
 
 class OraclePolicy:
@@ -205,18 +214,22 @@ class OraclePolicy:
     noise: chance in [0, 1] of a controlled mistake per turn.
     early_answer: chance in [0, 1] that the main (or single) agent answers
       a multi-hop question after its first hop (0 for role "sub").
+    lazy_report: chance in [0, 1] per hop that the sub (or single) agent
+      answers from the search results without visiting (0 for role "main").
     rng: the noise's random generator, or a seed for one.
     max_conversations, cache_len: row and context budgets, as an Engine's.
   """
 
   def __init__(self, tokenizer: Any, knowledge: Knowledge, role: str, *,
                noise: float = 0.0, early_answer: float = 0.0,
+               lazy_report: float = 0.0,
                rng: np.random.Generator | int = 0,
                max_conversations: int = 64, cache_len: int = 4096):
     if role not in ROLES:
       raise ValueError(f"OraclePolicy: role={role!r}; expected one of "
                        f"{list(ROLES)}.")
-    for name, share in (("noise", noise), ("early_answer", early_answer)):
+    for name, share in (("noise", noise), ("early_answer", early_answer),
+                        ("lazy_report", lazy_report)):
       if not isinstance(share, (int, float)) or not 0 <= share <= 1:
         raise ValueError(f"OraclePolicy: {name}={share!r}; expected a "
                          "number in [0, 1].")
@@ -225,7 +238,12 @@ class OraclePolicy:
       raise ValueError(f"OraclePolicy: early_answer={early_answer} with "
                        "role='sub'; a sub-agent answers one hop (expected "
                        "0).")
+    if lazy_report and role == "main":
+      raise ValueError(f"OraclePolicy: lazy_report={lazy_report} with "
+                       "role='main'; the planner never searches (expected "
+                       "0).")
     self.noise, self.early_answer = float(noise), float(early_answer)
+    self.lazy_report = float(lazy_report)
     self.rng = np.random.default_rng(rng)
     self.max_conversations, self.cache_len = max_conversations, cache_len
     self.mistakes = collections.Counter()  # Mistakes made, by kind.
@@ -307,6 +325,12 @@ class OraclePolicy:
           and self.rng.random() < self.early_answer):
         state.answer_after = 1
         self.mistakes["early_answer"] += 1
+      if self.lazy_report:
+        hops = (1 if self.role == "sub"
+                else len(self.knowledge.task(state.user).sub_questions))
+        state.lazy = frozenset(
+            h for h in range(hops) if self.rng.random() < self.lazy_report)
+        self.mistakes["lazy_report"] += len(state.lazy)
       return
     results = _TOOL_RESULT.findall(text)
     if results:
@@ -376,9 +400,11 @@ class OraclePolicy:
     return f"I delegate the next step. {action}"
 
   def _research(self, task_text: str, results: Sequence[tuple[str, str]],
-                answer_now: bool) -> str | tuple[str, str | None]:
+                answer_now: bool, lazy: bool = False
+                ) -> str | tuple[str, str | None]:
     """One one-hop question: the next turn (search, then visit), or
-    (answer, page read or None) when it is time to answer."""
+    (answer, page read or None) when it is time to answer. `lazy`: answer
+    from the search results, without the visit."""
     outputs = dict(results)
     if "visit" in outputs:
       page = outputs["visit"]
@@ -388,6 +414,10 @@ class OraclePolicy:
     entity = entity_of(task_text)
     if "search" not in outputs:
       return self._call("I search for it.", "search", query=entity)
+    if lazy:
+      parsed = parse_step(task_text)
+      snippet_fact = read_fact(*parsed, outputs["search"]) if parsed else None
+      return snippet_fact or UNKNOWN, None
     page_id = pick_page(outputs["search"], entity)
     if page_id is None:
       return UNKNOWN, None
@@ -395,7 +425,8 @@ class OraclePolicy:
                       goal=task_text)
 
   def _sub_turn(self, state: _State) -> str:
-    turn = self._research(state.user, state.results, state.answer_now)
+    turn = self._research(state.user, state.results, state.answer_now,
+                          lazy=0 in state.lazy)
     if isinstance(turn, str):
       return turn
     answer, page = turn
@@ -403,14 +434,21 @@ class OraclePolicy:
                        evidence(answer, entity_of(state.user), page))
 
   def _single_turn(self, state: _State) -> str:
-    """Search and visit for each step in turn; a visit ends a step."""
+    """Search and visit for each step in turn; a visit ends a step (a
+    search ends a lazy one)."""
     task = self.knowledge.task(state.user)
     answers, current = [], []
     for name, text in state.results:
       current.append((name, text))
-      if name == "visit":
+      lazy = len(answers) in state.lazy
+      if name == "visit" or (lazy and name == "search"):
         step = step_texts(task, answers)[len(answers)]
-        answers.append(self.knowledge.answer(step, text) or UNKNOWN)
+        if name == "visit":
+          answers.append(self.knowledge.answer(step, text) or UNKNOWN)
+        else:
+          parsed = parse_step(step)
+          answers.append((read_fact(*parsed, text) if parsed else None)
+                         or UNKNOWN)
         current = []
     if (len(answers) < len(task.sub_questions) and not state.answer_now
         and len(answers) != state.answer_after):
@@ -428,8 +466,8 @@ class OraclePolicy:
 
 def oracle_team(taskset: TaskSet, tokenizer: Any,
                 agents: ml_collections.ConfigDict, *, noise: float = 0.0,
-                early_answer: float = 0.0, seed: int = 0
-                ) -> RolloutController:
+                early_answer: float = 0.0, lazy_report: float = 0.0,
+                seed: int = 0) -> RolloutController:
   """The team `agents.build_team` builds for `agents` (a run's `agents`
   section), each agent played by an `OraclePolicy` instead of an Engine."""
   config = agents
@@ -448,6 +486,7 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
   def policy(role: str, section: ml_collections.ConfigDict, stream: int):
     return OraclePolicy(tokenizer, knowledge, role, noise=noise,
                         early_answer=0.0 if role == "sub" else early_answer,
+                        lazy_report=0.0 if role == "main" else lazy_report,
                         rng=np.random.default_rng([seed, stream]),
                         max_conversations=section.rows,
                         cache_len=section.context_tokens)
@@ -478,6 +517,7 @@ def _config(mode: str | None, context_tokens: int | None,
 def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
                     mode: str | None = None,
                     noise: float = 0.0, early_answer: float = 0.0,
+                    lazy_report: float = 0.0,
                     seed: int = 0, group_size: int = 1,
                     context_tokens: int | None = None,
                     agents: ml_collections.ConfigDict | None = None
@@ -486,13 +526,15 @@ def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
   (arguments as `demonstrations`')."""
   controller = oracle_team(taskset, tokenizer,
                            _config(mode, context_tokens, agents),
-                           noise=noise, early_answer=early_answer, seed=seed)
+                           noise=noise, early_answer=early_answer,
+                           lazy_report=lazy_report, seed=seed)
   return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
 
 
 def demonstrations(taskset: TaskSet, tokenizer: Any, *,
                    mode: str | None = None,
                    noise: float = 0.0, early_answer: float = 0.0,
+                   lazy_report: float = 0.0,
                    seed: int = 0, group_size: int = 1,
                    context_tokens: int | None = None,
                    agents: ml_collections.ConfigDict | None = None
@@ -507,6 +549,8 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
     noise: chance of a controlled mistake per turn (0: perfect play).
     early_answer: chance that a multi-hop question's demonstration answers
       after the first hop (0: never).
+    lazy_report: chance per hop that the demonstration reports from the
+      search results without visiting (0: never).
     seed: seeds the mistakes; same seed, same demonstrations.
     group_size: rollouts per task (differ only when noise > 0).
     context_tokens: both agents' context budget (None: the config's).
@@ -514,7 +558,8 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
       budgets, turns and tool settings are taken from it.
   """
   rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise,
-                         early_answer=early_answer, seed=seed,
-                         group_size=group_size, context_tokens=context_tokens,
+                         early_answer=early_answer, lazy_report=lazy_report,
+                         seed=seed, group_size=group_size,
+                         context_tokens=context_tokens,
                          agents=agents)
   return [t for row in rows for r in row for t in (r.main, *r.subs)]

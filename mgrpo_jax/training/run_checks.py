@@ -44,7 +44,7 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   for agent in ("main", "sub"):
     _learner(config, agent)
   _reward(config)
-  integer(config, "align.d_max", minimum=1)
+  integer(config, "align.d_max", minimum=0)  # 0: alignment off.
   choice(config, "align.fill", FILLS)
   choice(config, "advantage.scale", core.ADVANTAGE_SCALES.names())
   number(config, "advantage.eps", minimum=0.0)
@@ -140,6 +140,9 @@ def _world(config) -> None:
   integer(config, "world.test_questions", minimum=0)
   integer(config, "world.max_hops", minimum=1, maximum=world.MAX_HOPS)
   integer(config, "world.seed", minimum=0)
+  # After the world's own fields: the bound is the test split's size.
+  integer(config, "train.test_questions", minimum=0,
+          maximum=config.world.test_questions)
   try:  # Also refuses fields WorldConfig does not have.
     world.WorldConfig(**config.world.to_dict())
   except (TypeError, ValueError) as e:
@@ -195,6 +198,7 @@ def _sft(config) -> None:
   number(config, "sft.learning_rate", minimum=0.0, open_min=True)
   number(config, "sft.noise", minimum=0.0, maximum=1.0)
   number(config, "sft.early_answer", minimum=0.0, maximum=1.0)
+  number(config, "sft.lazy_report", minimum=0.0, maximum=1.0)
   boolean(config, "sft.cache")
 
 

@@ -39,6 +39,7 @@ from mgrpo_jax.data.task import Task
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.training import batches
 from mgrpo_jax.training import store as store_lib
+from mgrpo_jax.training.diagnostics import Grader, team_diagnostics
 from mgrpo_jax.training.learner import Learner, LearnerConfig
 
 
@@ -59,11 +60,14 @@ def pack_settings(config, agent: str) -> batches.PackSettings:
 
 @dataclasses.dataclass
 class Data:
-  """The train questions (shuffled per epoch), validation, the corpus."""
+  """The train questions (shuffled per epoch), validation, the corpus, and
+  the held-out test questions (train.test_questions; never used for a
+  choice: only logged)."""
   train: list[Task]
   validation: list[Task]
   backend: LocalCorpus
   seed: int
+  test: list[Task] = dataclasses.field(default_factory=list)
 
   def batch(self, step: int, size: int) -> list[Task]:
     """Questions of `step`: a fixed permutation per epoch, so a resumed run
@@ -82,9 +86,12 @@ def load_data(config) -> Data:
   train = load_tasks("synthetic", split="train", world=world)
   validation = load_tasks("synthetic", split="validation", world=world,
                           limit=config.train.eval_questions)
+  test = (load_tasks("synthetic", split="test", world=world,
+                     limit=config.train.test_questions).tasks
+          if config.train.test_questions else [])
   return Data(list(train.tasks), list(validation.tasks),
               LocalCorpus(train.documents, source="synthetic world"),
-              config.seed)
+              config.seed, list(test))
 
 
 def greedy(controller: RolloutController) -> RolloutController:
@@ -116,6 +123,7 @@ def rollout_step(controller, tasks, group_size, key, weights):
       "main/accuracy": float(scores.main_correct.mean()),
       "main/format": float(scores.main_format_ok.mean()),
       "sub/calls_per_rollout": float(scores.sub_calls.mean()),
+      "rollout/generated_tokens": float(generated),
       "time/rollout": seconds,
       "rollout/tokens_per_second": generated / seconds,
   }
@@ -125,13 +133,17 @@ def rollout_step(controller, tasks, group_size, key, weights):
   return rollouts, scores, metrics
 
 
-def evaluate(controller, tasks, samples: int = 0) -> dict[str, float]:
+def evaluate(controller, tasks, samples: int = 0, *,
+             grader: Grader | None = None,
+             prefix: str = "eval") -> dict[str, float]:
   """Validation figures: one greedy rollout per question (eval/accuracy,
-  format, sub_calls) and, with `samples` > 0, that many rollouts per
-  question at the training temperature (eval/sampled_accuracy,
-  eval/sampled_format: the expected reward terms the policy gradient
-  climbs). The sampling key is the same at every evaluation, so two
-  evaluations differ only through the weights."""
+  format, sub_calls; with a `grader`, the per-agent diagnostics of
+  training/diagnostics.py on those rollouts) and, with `samples` > 0, that
+  many rollouts per question at the training temperature
+  (eval/sampled_accuracy, eval/sampled_format: the expected reward terms
+  the policy gradient climbs). The sampling key is the same at every
+  evaluation, so two evaluations differ only through the weights. `prefix`
+  names the split's figures ("eval", "test")."""
   start = time.perf_counter()
 
   def scored(rollouts):  # Means of (correct, well-formed, sub calls).
@@ -139,16 +151,19 @@ def evaluate(controller, tasks, samples: int = 0) -> dict[str, float]:
                       len(r.subs)) for row, t in zip(rollouts, tasks)
                      for r in row], np.float64).mean(axis=0)
 
-  accuracy, fmt, calls = scored(
-      greedy(controller).run(tasks, 1, jax.random.key(0)))
-  out = {"eval/accuracy": float(accuracy), "eval/format": float(fmt),
-         "eval/sub_calls": float(calls)}
+  rollouts = greedy(controller).run(tasks, 1, jax.random.key(0))
+  accuracy, fmt, calls = scored(rollouts)
+  out = {"accuracy": float(accuracy), "format": float(fmt),
+         "sub_calls": float(calls)}
+  if grader is not None:
+    out.update(team_diagnostics(rollouts, tasks, grader))
   if samples:
     accuracy, fmt, _ = scored(
         controller.run(tasks, samples, jax.random.key(1)))
-    out["eval/sampled_accuracy"] = float(accuracy)
-    out["eval/sampled_format"] = float(fmt)
-  out["time/eval"] = time.perf_counter() - start
+    out["sampled_accuracy"] = float(accuracy)
+    out["sampled_format"] = float(fmt)
+  out = prefixed(prefix, out)
+  out[f"time/{prefix}"] = time.perf_counter() - start
   return out
 
 
@@ -434,8 +449,12 @@ class _Side:
     """Validation with the newest weights of every agent (after `step`
     updates; the main sampler already has them)."""
     self.sync_sub(step, newest=True)
+    grader = Grader(self.data.backend.documents)
     out = evaluate(self.controller, self.data.validation,
-                   self.config.train.eval_samples)
+                   self.config.train.eval_samples, grader=grader)
+    if self.data.test:
+      out.update(evaluate(self.controller, self.data.test, grader=grader,
+                          prefix="test"))
     if self.sub_weights is not None:
       out["eval/sub_version"] = float(self.sub_weights[0])
     return out
@@ -473,7 +492,9 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
         log: Callable[[str], None] = print) -> dict[str, float]:
   """Trains for `config.train.steps` steps (resuming from checkpoints);
   returns the last logged metrics."""
-  from mgrpo_jax.training.metrics import MetricsWriter, ProgressBar
+  from mgrpo_jax.training.metrics import (MetricsWriter, ProgressBar,
+                                          compilations, count_compilations)
+  count_compilations()
   side = _Side(config, role, log)
   c = config.train
   key = jax.random.key(config.seed)
@@ -504,6 +525,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
       if side.samples and (done % c.eval_every == 0 or done == c.steps):
         metrics.update(side.evaluate(done))
       metrics["time/step"] = time.perf_counter() - start
+      metrics["jit/compilations"] = float(compilations())
       # Metrics first, then the checkpoint: a run killed between the two
       # redoes this step on resume (same seed, same numbers) and appends
       # its record again; killed the other way round it would lose it.

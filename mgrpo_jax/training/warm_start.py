@@ -87,6 +87,7 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   demos = oracle.demonstrations(taskset, tokenizer, mode=mode,
                                 noise=config.sft.noise,
                                 early_answer=config.sft.early_answer,
+                                lazy_report=config.sft.lazy_report,
                                 seed=config.seed,
                                 agents=agents)
   log(f"warm start: SFT of a {model_config.num_params / 1e6:.2f}M-parameter "

@@ -1,0 +1,105 @@
+"""Per-agent diagnostics of evaluation rollouts: which agent improved.
+
+`team_diagnostics` reads the greedy rollouts of an evaluation and the
+world's pages, and says what each agent did, separately:
+
+  sub_report_accuracy      reports whose answer (before ". Evidence:") is
+                           the true answer of the one-hop question the
+                           planner delegated, read from the page of the
+                           entity it names (for a gold sub-question: the
+                           gold sub-answer); over gradeable delegations
+  sub_gradeable            delegations that are a one-hop question of the
+                           world about an entity that has a page (the rest,
+                           a planner's garbled task, cannot be graded)
+  sub_visit_rate           sub-agent conversations that visited a page
+  sub_searches_per_report  searches per sub-agent conversation that reported
+  visits_per_hop           page visits by any agent per hop the questions
+                           need (single agent and team alike)
+  main_delegations_hop<h>  delegations per question of h hops (a planner
+                           that decomposes delegates h times)
+
+Sub-agent figures are absent when no rollout delegated.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from typing import Sequence
+
+import numpy as np
+
+from mgrpo_jax.agents.trajectory import Rollout
+from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.task import Task
+from mgrpo_jax.training.oracle import parse_step, read_fact, report_answer
+
+
+def normalised(text: str) -> str:
+  return " ".join(re.findall(r"\w+", text.lower()))
+
+
+class Grader:
+  """The true answer of a one-hop question, read from the world's pages."""
+
+  def __init__(self, documents: Sequence[Document]):
+    self.pages = {d.title.strip().lower(): d.text for d in documents}
+
+  def answer(self, question: str) -> str | None:
+    """The answer the page of the question's entity states (None: not a
+    one-hop question of the world, or no such page or fact)."""
+    parsed = parse_step(question)
+    if parsed is None:
+      return None
+    relation, entity = parsed
+    page = self.pages.get(entity.strip().lower())
+    return None if page is None else read_fact(relation, entity, page)
+
+  def report_correct(self, question: str, report: str | None) -> bool | None:
+    """Whether `report` answers `question` (None: cannot be graded)."""
+    gold = self.answer(question)
+    if gold is None:
+      return None
+    return report is not None and (normalised(report_answer(report))
+                                   == normalised(gold))
+
+
+def _tool_count(trajectory, tool: str) -> int:
+  return sum(turn.tool == tool for turn in trajectory.turns)
+
+
+def team_diagnostics(rollouts: Sequence[Sequence[Rollout]],
+                     tasks: Sequence[Task], grader: Grader
+                     ) -> dict[str, float]:
+  """The figures above for rollouts [B][K] of `tasks` (B questions)."""
+  if len(rollouts) != len(tasks):
+    raise ValueError(f"team_diagnostics: {len(rollouts)} rows of rollouts "
+                     f"for {len(tasks)} tasks; expected one row per task.")
+  graded, visited, searches, reported = [], [], 0, 0
+  delegations = collections.defaultdict(list)
+  visits, hops = 0, 0
+  for row, task in zip(rollouts, tasks):
+    for rollout in row:
+      delegations[len(task.sub_questions)].append(len(rollout.subs))
+      hops += len(task.sub_questions)
+      visits += sum(_tool_count(t, "visit")
+                    for t in (rollout.main, *rollout.subs))
+      for sub in rollout.subs:
+        correct = grader.report_correct(sub.instruction, sub.answer)
+        graded.append(correct)
+        visited.append(_tool_count(sub, "visit") > 0)
+        if sub.answer is not None:
+          reported += 1
+          searches += _tool_count(sub, "search")
+  out = {"visits_per_hop": visits / max(hops, 1)}
+  for h, counts in sorted(delegations.items()):
+    out[f"main_delegations_hop{h}"] = float(np.mean(counts))
+  if graded:
+    gradeable = [g for g in graded if g is not None]
+    out["sub_gradeable"] = len(gradeable) / len(graded)
+    if gradeable:
+      out["sub_report_accuracy"] = float(np.mean(gradeable))
+    out["sub_visit_rate"] = float(np.mean(visited))
+    if reported:
+      out["sub_searches_per_report"] = searches / reported
+  return out
