@@ -1,0 +1,80 @@
+"""The paper's comparison at small scale: what `bash launch/reproduce.sh` runs.
+
+`--config configs/reproduce.py[:SIZE]`, SIZE one of
+  full    the committed results (launch/results/reproduce/);
+  quick   tiny sizes, every arm x 2 seeds in minutes (a slow test runs it);
+and a `:clean` suffix (`full:clean`, `quick:clean`) for the variant with no
+injected weakness. mgrpo_jax/reproduce.py sets the arm (mode, v_main), the
+seed and the run directory on top of this file; configs/default.py
+documents every field, this file changes only these.
+
+The task: two-hop questions need the planner to delegate both hops (it
+was demonstrated answering after the first hop in `sft.early_answer` of
+them) and the sub-agent to read the page (it was demonstrated reporting from
+the 60-character search snippet, which rarely states the fact, in
+`sft.lazy_report` of its hops): after the warm start both agents have room
+to improve, and the sub-agent's only signal to visit is the main agent's
+outcome (v_main), which the mgrpo_no_credit arm removes.
+"""
+
+import importlib.util
+import pathlib
+
+import ml_collections
+
+SIZES = ("full", "quick")
+
+
+def _default() -> ml_collections.ConfigDict:
+  path = pathlib.Path(__file__).with_name("default.py")
+  spec = importlib.util.spec_from_file_location("default", path)
+  base = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(base)
+  return base.get_config()
+
+
+def get_config(arg: str = "full") -> ml_collections.ConfigDict:
+  size, _, variant = arg.partition(":")
+  if size not in SIZES or variant not in ("", "clean"):
+    raise ValueError(f"configs/reproduce.py:{arg}: expected one of "
+                     f"{', '.join(SIZES)}, optionally followed by ':clean'.")
+  config = _default()
+  config.run_dir = "runs/reproduce"  # reproduce.py sets one per run.
+  config.sft.early_answer = 0.0 if variant else 0.5  # Planner weakness: answers a two-hop question after one hop.
+  config.sft.lazy_report = 0.0 if variant else 0.4  # Sub-agent weakness: reports from the snippet, without the visit.
+  config.agents.snippet_chars = 60  # Snippets cut short: most facts need the visit.
+  config.world.train_questions = 280  # Train questions (150 entities hold ~264 one-hop facts: half of every split is one-hop).
+  config.world.validation_questions = 32  # Validation questions.
+  config.world.test_questions = 200  # Held-out test questions (one is 0.5%).
+  config.train.test_questions = 200  # All of them, at every evaluation.
+  config.train.eval_samples = 0  # Greedy validation only (time).
+  config.train.eval_questions = 32  # The whole validation split.
+  config.train.steps = 10  # M-GRPO steps per run.
+  config.train.eval_every = 5  # Evaluations (validation and test): steps 0, 5, 10.
+  config.checkpoint.every = 5  # A killed reproduction resumes its runs from here.
+  if size == "quick":
+    config.model.vocab_size = 512  # Tiny tokenizer.
+    config.model.hidden_size = 32  # Tiny model width.
+    config.model.num_layers = 1  # Tiny model depth.
+    config.sft.steps = 20  # Barely a warm start: quick checks the plumbing.
+    config.sft.batch_size = 4  # Sequences per SFT step.
+    config.sft.questions = 8  # Questions demonstrated.
+    config.world.num_entities = 40  # Entities.
+    config.world.train_questions = 16  # Train questions.
+    config.world.validation_questions = 4  # Validation questions.
+    config.world.test_questions = 8  # Test questions.
+    config.train.test_questions = 8  # All of them.
+    config.train.eval_questions = 4  # Validation questions evaluated.
+    config.train.steps = 2  # Steps per run.
+    config.train.eval_every = 1  # Evaluate after every step.
+    config.train.questions_per_step = 2  # B.
+    config.train.group_size = 2  # K.
+    config.checkpoint.every = 1  # Save after every step.
+    for side in ("main", "sub"):
+      config.agents[side].max_new_tokens = 48  # Tokens per turn.
+      config.agents[side].context_tokens = 512  # Context budget.
+      config.agents[side].rows = 8  # Conversations live at once.
+      config.learner[side].micro_batch = 8  # Sequences per pass.
+      config.learner[side].min_len = 128  # Smallest padded length.
+      config.learner[side].max_len = 512  # Longest sequence.
+  return config

@@ -1,0 +1,237 @@
+"""The figures of a reproduction (mgrpo_jax/reproduce.py): one run's result,
+then a suite's JSON, markdown table and curves.
+
+A run's result is read from its metrics file: at every evaluation step a
+curve point (sampled tokens so far, test accuracy and the test split's
+per-agent diagnostics, validation accuracy); its final figures are the last
+point's. Test accuracy "at a budget" is the last point whose sampled tokens
+do not exceed the budget; the budgets are fractions of the smallest total
+any run of the suite sampled, so every arm is compared at equal cost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import platform
+import statistics
+from typing import Sequence
+
+from mgrpo_jax.training.metrics import JSONL_NAME, read_jsonl
+
+# Curve field -> the metric it comes from (test split, greedy).
+CURVE_KEYS = {
+    "test_accuracy": "test/accuracy",
+    "validation_accuracy": "eval/accuracy",
+    "sub_report_accuracy": "test/sub_report_accuracy",
+    "sub_visit_rate": "test/sub_visit_rate",
+    "sub_searches_per_report": "test/sub_searches_per_report",
+    "visits_per_hop": "test/visits_per_hop",
+    "delegations_hop1": "test/main_delegations_hop1",
+    "delegations_hop2": "test/main_delegations_hop2",
+}
+BUDGET_FRACTIONS = (1 / 3, 2 / 3, 1.0)
+OUTPUTS = {"main": "results", "clean": "clean", "ablations": "ablations"}
+# Figures in the tables, final values (label, result key).
+DIAGNOSTICS = (("sub report acc.", "sub_report_accuracy"),
+               ("sub visit rate", "sub_visit_rate"),
+               ("visits / hop", "visits_per_hop"),
+               ("delegations / 2-hop q.", "delegations_hop2"))
+
+
+def output_of(suite: str) -> str:
+  """The JSON file a finished suite leaves in the output directory."""
+  return f"{OUTPUTS[suite]}.json"
+
+
+def cpu_model() -> str:
+  try:
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+      if line.startswith("model name"):
+        return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or "unknown CPU"
+
+
+def run_result(run_dir: pathlib.Path, *, suite: str, name: str,
+               seed: int) -> dict:
+  """A finished run's figures (see the module docstring)."""
+  path = pathlib.Path(run_dir) / "all" / JSONL_NAME
+  records, _ = read_jsonl(path)
+  by_step: dict[int, dict] = {}
+  for record in records:  # A resumed run repeats steps: later ones win.
+    by_step.setdefault(record["step"], {}).update(record)
+  tokens, curve, step_seconds, compilations = 0.0, [], [], None
+  for step in sorted(by_step):
+    metrics = by_step[step]
+    tokens += metrics.get("rollout/generated_tokens", 0.0)
+    if "time/step" in metrics:
+      step_seconds.append(metrics["time/step"])
+    compilations = metrics.get("jit/compilations", compilations)
+    if "test/accuracy" in metrics:
+      point = {"step": step, "sampled_tokens": tokens}
+      point.update({k: metrics.get(m) for k, m in CURVE_KEYS.items()})
+      curve.append(point)
+  if not curve:
+    raise RuntimeError(f"{path} has no test evaluation (test/accuracy); "
+                       "expected configs/reproduce.py's "
+                       "train.test_questions > 0.")
+  final = curve[-1]
+  return {"suite": suite, "arm": name, "seed": seed,
+          "test_accuracy": final["test_accuracy"],
+          "sub_report_accuracy": final["sub_report_accuracy"],
+          "sampled_tokens": tokens, "steps": max(by_step),
+          "step_seconds_median": (statistics.median(step_seconds)
+                                  if step_seconds else None),
+          "compilations": compilations,
+          **{k: final[k] for _, k in DIAGNOSTICS
+             if k != "sub_report_accuracy"},
+          "curve": curve}
+
+
+def at_budget(curve: Sequence[dict], budget: float) -> float:
+  """Test accuracy of the last point within `budget` sampled tokens."""
+  within = [p for p in curve if p["sampled_tokens"] <= budget]
+  return (within or curve[:1])[-1]["test_accuracy"]
+
+
+def mean_std(values: Sequence[float | None]) -> tuple[float, float] | None:
+  values = [v for v in values if v is not None]
+  if not values:
+    return None
+  return (statistics.fmean(values),
+          statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _cell(values: Sequence[float | None], scale: float = 100.0,
+          digits: int = 1) -> str:
+  stats = mean_std(values)
+  if stats is None:
+    return "-"
+  per_seed = " / ".join("-" if v is None else f"{v * scale:.{digits}f}"
+                        for v in values)
+  return (f"{stats[0] * scale:.{digits}f} ± {stats[1] * scale:.{digits}f} "
+          f"({per_seed})")
+
+
+def _by_arm(results: Sequence[dict]) -> dict[str, list[dict]]:
+  arms: dict[str, list[dict]] = {}
+  for result in sorted(results, key=lambda r: r["seed"]):
+    arms.setdefault(result["arm"], []).append(result)
+  return arms
+
+
+def budgets(results: Sequence[dict]) -> list[float]:
+  smallest = min(r["sampled_tokens"] for r in results)
+  return [round(smallest * f) for f in BUDGET_FRACTIONS]
+
+
+def table(suite: str, results: Sequence[dict]) -> str:
+  """The suite's markdown table (percentages; mean ± std (per seed))."""
+  arms = _by_arm(results)
+  marks = budgets(results)
+  if suite == "ablations":
+    head = ["run", "test acc. (final)", "sub report acc.",
+            "sampled tokens", "compilations", "step s (median)"]
+    rows = [[name, _cell([r["test_accuracy"] for r in runs]),
+             _cell([r["sub_report_accuracy"] for r in runs]),
+             _cell([r["sampled_tokens"] for r in runs], 1e-3, 0) + " k",
+             _cell([r["compilations"] for r in runs], 1.0, 0),
+             _cell([r["step_seconds_median"] for r in runs], 1.0, 1)]
+            for name, runs in arms.items()]
+  else:
+    head = ([f"arm: test acc. at {b / 1e3:.0f} k tokens" for b in marks]
+            + [label for label, _ in DIAGNOSTICS])
+    rows = [[f"{name}: " + _cell([at_budget(r["curve"], marks[0])
+                                  for r in runs])]
+            + [_cell([at_budget(r["curve"], b) for r in runs])
+               for b in marks[1:]]
+            + [_cell([r.get(key) for r in runs],
+                     100.0 if key != "delegations_hop2" else 1.0,
+                     1 if key != "delegations_hop2" else 2)
+               for _, key in DIAGNOSTICS]
+            for name, runs in arms.items()]
+  lines = ["| " + " | ".join(head) + " |",
+           "|" + "---|" * len(head)]
+  lines += ["| " + " | ".join(row) + " |" for row in rows]
+  if "mgrpo" in arms and "frozen_sub" in arms:
+    pairs = {r["seed"]: r["test_accuracy"] for r in arms["frozen_sub"]}
+    diffs = [r["test_accuracy"] - pairs[r["seed"]] for r in arms["mgrpo"]
+             if r["seed"] in pairs]
+    lines.append("")
+    lines.append("Paired per-seed difference mgrpo − frozen_sub, final "
+                 f"test accuracy (points): {_cell(diffs)}")
+  return "\n".join(lines) + "\n"
+
+
+def _grid_mean_std(runs: Sequence[dict], key: str, points: int = 40):
+  """Mean and std over seeds of `key`, linearly interpolated on a common
+  grid of sampled tokens (up to the seeds' smallest total)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  curves = [[(p["sampled_tokens"], p[key]) for p in r["curve"]
+             if p.get(key) is not None] for r in runs]
+  curves = [c for c in curves if c]
+  if not curves:
+    return None
+  end = min(c[-1][0] for c in curves)
+  grid = np.linspace(0.0, end, points)
+  values = np.array([np.interp(grid, [x for x, _ in c], [y for _, y in c])
+                     for c in curves])
+  return grid, values.mean(0), values.std(0)
+
+
+def plot(path: pathlib.Path, suite: str, results: Sequence[dict]) -> None:
+  """Four panels against sampled tokens: test accuracy, sub-agent report
+  accuracy, sub-agent visit rate, delegations per two-hop question; mean ±
+  std bands over seeds."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  panels = (("test_accuracy", "test accuracy"),
+            ("sub_report_accuracy", "sub-agent report accuracy"),
+            ("sub_visit_rate", "sub-agent visit rate"),
+            ("delegations_hop2", "delegations per two-hop question"))
+  figure, axes = pyplot.subplots(2, 2, figsize=(11, 8))
+  for ax, (key, title) in zip(axes.flat, panels):
+    for name, runs in _by_arm(results).items():
+      stats = _grid_mean_std(runs, key)
+      if stats is None:
+        continue
+      grid, mean, std = stats
+      line, = ax.plot(grid / 1e3, mean, label=f"{name} ({len(runs)} seeds)")
+      ax.fill_between(grid / 1e3, mean - std, mean + std, alpha=0.2,
+                      color=line.get_color())
+    ax.set_title(title)
+    ax.set_xlabel("sampled tokens (thousands)")
+    ax.grid(alpha=0.3)
+  axes.flat[0].legend(fontsize=8)
+  figure.suptitle(f"reproduction, suite {suite}: mean ± std over seeds")
+  figure.tight_layout()
+  figure.savefig(path, dpi=90)
+  pyplot.close(figure)
+
+
+def write(out: pathlib.Path, suite: str, results: Sequence[dict]
+          ) -> list[pathlib.Path]:
+  """DIR/<output>.json, .md and .png of a finished suite."""
+  out = pathlib.Path(out)
+  stem = OUTPUTS[suite]
+  text = table(suite, results)
+  summary = {
+      "suite": suite, "cpu": cpu_model(),
+      "budgets": budgets(results),
+      "seconds": sum(r.get("seconds", 0.0) for r in results),
+      "table": text, "runs": list(results)}
+  paths = [out / f"{stem}.md", out / f"{stem}.png", out / f"{stem}.json"]
+  paths[0].write_text(text)
+  plot(paths[1], suite, results)
+  tmp = out / f".{stem}.json.tmp"
+  tmp.write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+  tmp.rename(paths[2])  # Last: its presence means the suite is finished.
+  return paths
+
+
+def finite(value) -> bool:
+  return isinstance(value, (int, float)) and math.isfinite(value)

@@ -1,0 +1,135 @@
+"""The reproduction harness: planning, bad input, resuming, and (slow) the
+whole `bash launch/reproduce.sh --quick` from the repository."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from mgrpo_jax import reproduce, reproduce_report
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_plan_pairs_arms_by_seed():
+  runs = reproduce.plan("main", list(reproduce.ARMS), 3, quick=False)
+  assert [(r.seed, r.name) for r in runs[:4]] == [
+      (0, "single_agent"), (0, "frozen_sub"), (0, "mgrpo"),
+      (0, "mgrpo_no_credit")]
+  assert len(runs) == 12 and {r.seed for r in runs} == {0, 1, 2}
+  no_credit = dict(runs[3].overrides)
+  assert no_credit == {"mode": "mgrpo", "reward.v_main": 0.0}
+  assert runs[0].config.endswith("reproduce.py:full")
+  clean = reproduce.plan("clean", ["mgrpo"], 1, quick=True)[0]
+  assert clean.config.endswith(":quick:clean")
+  assert clean.directory_name == "clean-mgrpo-seed0"
+  ablations = reproduce.plan("ablations", [], 2, quick=False)
+  assert len(ablations) == 2 * len(reproduce.ABLATIONS)
+  off = next(r for r in ablations if r.name == "align_off")
+  assert dict(off.overrides)["align.d_max"] == 0
+  command = reproduce.command(runs[3], pathlib.Path("/x"))
+  assert "--config.reward.v_main=0.0" in command
+  assert "--config.seed=0" in command and "--config.run_dir=/x" in command
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arms", "mgrpo,planner_only"], "unknown 'planner_only'"),
+    (["--suite", "main,extra"], "unknown 'extra'"),
+    (["--arms", ""], "empty"),
+    (["--seeds", "0"], r"--seeds=0: expected an integer >= 1"),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    reproduce.parse_args(argv)
+  assert exit_info.value.code == 2
+  assert message in capsys.readouterr().err
+
+
+def fake_metrics(run_dir, tokens, accuracies):
+  (run_dir / "all").mkdir(parents=True)
+  lines = [{"step": 0, "sft/steps": 1.0},
+           {"step": 0, "test/accuracy": accuracies[0], "eval/accuracy": 0.0,
+            "test/sub_report_accuracy": 0.5}]
+  for step, (n, acc) in enumerate(zip(tokens, accuracies[1:]), 1):
+    lines.append({"step": step, "rollout/generated_tokens": n,
+                  "time/step": 1.0, "jit/compilations": 10.0 + step,
+                  "test/accuracy": acc, "test/sub_report_accuracy": 0.6})
+  lines.append(lines[-1])  # A resumed run repeats its last step.
+  (run_dir / "all" / "metrics.jsonl").write_text(
+      "".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_results_curves_budgets_and_the_paired_difference(tmp_path):
+  results = []
+  for seed, (mgrpo, frozen) in enumerate([(0.5, 0.4), (0.6, 0.45)]):
+    for arm, final in (("mgrpo", mgrpo), ("frozen_sub", frozen)):
+      run_dir = tmp_path / f"{arm}-{seed}"
+      fake_metrics(run_dir, [100, 100], [0.1, 0.2, final])
+      results.append(reproduce_report.run_result(
+          run_dir, suite="main", name=arm, seed=seed))
+  first = results[0]
+  assert first["sampled_tokens"] == 200 and first["test_accuracy"] == 0.5
+  assert [p["sampled_tokens"] for p in first["curve"]] == [0, 100, 200]
+  assert first["compilations"] == 12 and first["sub_report_accuracy"] == 0.6
+  assert reproduce_report.at_budget(first["curve"], 150) == 0.2
+  assert reproduce_report.budgets(results) == [67, 133, 200]
+  table = reproduce_report.table("main", results)
+  assert "mgrpo − frozen_sub" in table and "12.5 ± 3.5 (10.0 / 15.0)" in table
+  paths = reproduce_report.write(tmp_path, "main", results)
+  assert [p.name for p in paths] == ["results.md", "results.png",
+                                     "results.json"]
+  saved = json.loads(paths[2].read_text())
+  assert saved["runs"][0]["arm"] == "mgrpo" and saved["budgets"][-1] == 200
+
+
+def test_a_run_without_test_figures_is_refused(tmp_path):
+  (tmp_path / "all").mkdir()
+  (tmp_path / "all" / "metrics.jsonl").write_text('{"step": 1}\n')
+  with pytest.raises(RuntimeError, match="no test evaluation"):
+    reproduce_report.run_result(tmp_path, suite="main", name="x", seed=0)
+
+
+def test_a_finished_reproduction_is_never_overwritten(tmp_path, capsys):
+  (tmp_path / "results.json").write_text("{}")
+  with pytest.raises(SystemExit) as exit_info:
+    reproduce.main(["--quick", "--out", str(tmp_path)])
+  assert exit_info.value.code == 2
+  assert "holds a finished reproduction" in capsys.readouterr().err
+  assert (tmp_path / "results.json").read_text() == "{}"
+
+
+def test_finished_runs_are_kept_and_not_rerun(tmp_path, monkeypatch):
+  run = reproduce.plan("main", ["mgrpo"], 1, quick=True)[0]
+  done = tmp_path / "runs" / run.directory_name
+  done.mkdir(parents=True)
+  (done / "result.json").write_text(json.dumps({"arm": "mgrpo"}))
+  monkeypatch.setattr(reproduce.subprocess, "call",
+                      lambda *a, **k: pytest.fail("a finished run reran"))
+  assert reproduce.execute(run, tmp_path, print) == {"arm": "mgrpo"}
+
+
+@pytest.mark.slow
+def test_quick_reproduction_end_to_end(tmp_path):
+  """`bash launch/reproduce.sh --quick`: every arm x 2 seeds; then the same
+  command resumes nothing and refuses to overwrite."""
+  out = tmp_path / "quick"
+  done = subprocess.run(["bash", "launch/reproduce.sh", "--quick", "--out",
+                         str(out)], cwd=ROOT, capture_output=True, text=True,
+                        timeout=900)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  saved = json.loads((out / "results.json").read_text())
+  runs = saved["runs"]
+  assert sorted((r["arm"], r["seed"]) for r in runs) == sorted(
+      (arm, seed) for arm in reproduce.ARMS for seed in (0, 1))
+  for r in runs:
+    assert 0 <= r["test_accuracy"] <= 1 and r["sampled_tokens"] > 0
+    assert len(r["curve"]) == 3  # Steps 0, 1, 2.
+    if r["arm"] == "single_agent":
+      assert r["sub_report_accuracy"] is None
+  assert (out / "results.png").stat().st_size > 0
+  again = subprocess.run([sys.executable, "-m", "mgrpo_jax.reproduce",
+                          "--quick", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+  assert again.returncode == 2 and "finished reproduction" in again.stderr
