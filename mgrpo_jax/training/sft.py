@@ -255,6 +255,7 @@ def greedy_eval(model: Any, tokenizer: Tokenizer, taskset: TaskSet,
 def warm_start_tiny_team(world_config: WorldConfig, *, steps: int = 300,
                          batch_size: int = 8, learning_rate: float = 3e-3,
                          noise: float = 0.0, early_answer: float = 0.0,
+                         lazy_report: float = 0.0,
                          seed: int = 0, eval_every: int = 50,
                          eval_questions: int = 16,
                          vocab_size: int = 2048,
@@ -275,8 +276,8 @@ def warm_start_tiny_team(world_config: WorldConfig, *, steps: int = 300,
   world = generate_world(world_config)
   train = world.task_set("train")
   demos = demonstrations(train, tokenizer, noise=noise,
-                         early_answer=early_answer, seed=seed,
-                         agents=agents)
+                         early_answer=early_answer, lazy_report=lazy_report,
+                         seed=seed, agents=agents)
   evals = {split: TaskSet(f"{split}[:{eval_questions}]",
                           world.splits[split][:eval_questions],
                           world.documents) for split in ("train", "test")}
@@ -325,6 +326,9 @@ def _define_flags() -> dict[str, Any]:
       early_answer=flags.DEFINE_float(
           "early_answer", 0.0, "Share of multi-hop demonstrations answered "
           "after the first hop."),
+      lazy_report=flags.DEFINE_float(
+          "lazy_report", 0.0, "Share of hops demonstrated without the "
+          "visit (reported from the search snippet)."),
       seed=flags.DEFINE_integer("seed", 0, "World, model and data seed."),
       eval_every=flags.DEFINE_integer("eval_every", 50,
                                       "Steps between greedy evaluations."),
@@ -355,6 +359,7 @@ def main(f: dict[str, Any]) -> None:
       world, steps=f["steps"].value, batch_size=f["batch_size"].value,
       learning_rate=f["learning_rate"].value, noise=f["noise"].value,
       early_answer=f["early_answer"].value,
+      lazy_report=f["lazy_report"].value,
       seed=f["seed"].value, eval_every=f["eval_every"].value,
       eval_questions=f["eval_questions"].value,
       hidden_size=f["hidden_size"].value, num_layers=f["num_layers"].value,
