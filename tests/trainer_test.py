@@ -11,6 +11,7 @@ from mgrpo_jax import evaluate
 from mgrpo_jax.agents.team import agents_config
 from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.training import oracle, tiny, trainer
+from mgrpo_jax.training.diagnostics import Grader
 from mgrpo_jax.training.trained import load_trained
 from mgrpo_jax.training.config_checks import ConfigError
 from mgrpo_jax.training.metrics import MetricsWriter
@@ -139,6 +140,12 @@ def test_evaluate_scores_greedy_and_sampled_rollouts():
     assert figures[f"eval/{key}"] == 1.0, key
   assert "eval/sampled_accuracy" not in trainer.evaluate(
       team, list(taskset.tasks))
+  # With a grader, the per-agent diagnostics; a prefix names the split.
+  figures = trainer.evaluate(team, list(taskset.tasks), prefix="test",
+                             grader=Grader(taskset.documents))
+  assert figures["test/accuracy"] == 1.0 and "time/test" in figures
+  assert figures["test/sub_report_accuracy"] == 1.0
+  assert figures["test/visits_per_hop"] == 1.0
   # One that errs on every turn: all 18 sampled rollouts are scored.
   team = oracle.oracle_team(taskset, tok, agents_config(), noise=1.0)
   figures = trainer.evaluate(team, list(taskset.tasks), samples=3)
