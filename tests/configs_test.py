@@ -23,7 +23,7 @@ def load(name):
 
 def test_every_config_file_is_covered():
   names = {p.stem for p in (ROOT / "configs").glob("*.py")}
-  assert names == {*TRAINING, "toy", "evaluate"}
+  assert names == {*TRAINING, "toy", "evaluate", "reproduce"}
 
 
 @pytest.mark.parametrize("name", TRAINING)
@@ -35,6 +35,22 @@ def test_training_configs_pass_the_trainer_checks(name):
   assert config.run_dir == f"runs/{name}"  # Runs never share a directory.
   world = generate_world(WorldConfig(**config.world.to_dict()))
   assert len(world.splits["validation"]) >= config.train.eval_questions
+
+
+@pytest.mark.parametrize("arg", ["full", "quick", "full:clean", "quick:clean"])
+def test_reproduce_configs_pass_the_trainer_checks(arg):
+  spec = importlib.util.spec_from_file_location(
+      "reproduce", ROOT / "configs" / "reproduce.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config(arg)
+  trainer.check_config(config, "all")
+  check_agents_config(trainer.agents_section(config))
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  assert len(world.splits["test"]) >= config.train.test_questions
+  assert (config.sft.lazy_report == 0.0) == arg.endswith("clean")
+  with pytest.raises(ValueError, match="expected one of full, quick"):
+    module.get_config("large")
 
 
 def test_baselines_differ_from_default_only_where_they_say():

@@ -157,8 +157,8 @@ def test_evaluate_scores_greedy_and_sampled_rollouts():
 
 def test_bad_config_is_refused_before_any_compute(tmp_path):
   config = tiny_config(tmp_path)
-  config.align.d_max = 0
-  with pytest.raises(ConfigError, match="config.align.d_max=0"):
+  config.align.d_max = -1  # 0 is alignment off (the ablation).
+  with pytest.raises(ConfigError, match="config.align.d_max=-1"):
     trainer.run(config, log=lambda m: None)
   config.align.d_max = 2
   config.mode = "both"
@@ -173,6 +173,7 @@ def test_bad_config_is_refused_before_any_compute(tmp_path):
     trainer.run(config, log=lambda m: None)
   config.train.eval_samples = 0
   for field, bad in (("sft.noise", 1.5), ("sft.early_answer", -0.2),
+                     ("sft.lazy_report", 1.5), ("train.test_questions", -1),
                      ("sft.steps", -1), ("sft.questions", 0),
                      ("sft.learning_rate", 0.0)):
     section, name = field.split(".")

@@ -51,8 +51,9 @@ def get_config():
   return ml_collections.ConfigDict(json.loads({text!r}))
 """
 
-# Differ between two identical runs: clocks and speeds.
-UNTIMED = ("time", "time/", "rollout/tokens_per_second")
+# Differ between two identical runs: clocks, speeds and the process's own
+# compilation count (a resumed process compiles its functions afresh).
+UNTIMED = ("time", "time/", "rollout/tokens_per_second", "jit/")
 
 
 def by_step(records):
