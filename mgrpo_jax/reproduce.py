@@ -4,10 +4,12 @@
                            [--arms ARMS] [--seeds N]
   python -m mgrpo_jax.reproduce ...   (the same, without the set-up)
 
-Suites (comma-separated; default "main,clean", "main" with --quick):
+Suites (comma-separated; default "main"):
   main       the arms on the task of configs/reproduce.py (both agents
-             warm-started with a documented weakness);
-  clean      the same arms on the variant with no injected weakness;
+             warm-started with a documented weakness; about 70 minutes on a
+             2-core CPU with no warm start cached);
+  clean      the same arms on the variant with no injected weakness (as
+             long again: three more warm starts);
   ablations  the mgrpo arm with one setting changed (ABLATIONS), against
              the main suite's mgrpo runs of the same seeds.
 
@@ -153,7 +155,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                       "runs/reproduce_quick with --quick)")
   parser.add_argument("--suite", default=None,
                       help=f"comma-separated, of {', '.join(SUITES)} "
-                      "(default main,clean; main with --quick)")
+                      "(default main)")
   parser.add_argument("--arms", default=",".join(ARMS),
                       help=f"comma-separated, of {', '.join(ARMS)}")
   parser.add_argument("--seeds", type=int, default=None,
@@ -161,7 +163,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                       "and with --quick)")
   args = parser.parse_args(argv)
   if args.suite is None:
-    args.suite = "main" if args.quick else "main,clean"
+    args.suite = "main"
   args.suites = [s for s in args.suite.split(",") if s]
   args.arm_list = [a for a in args.arms.split(",") if a]
   for what, given, known in (("--suite", args.suites, SUITES),

@@ -34,6 +34,15 @@ def test_plan_pairs_arms_by_seed():
   assert "--config.seed=0" in command and "--config.run_dir=/x" in command
 
 
+def test_default_is_the_main_suite_with_three_seeds_per_arm():
+  args = reproduce.parse_args([])
+  assert args.suites == ["main"] and args.arm_list == list(reproduce.ARMS)
+  assert args.out == "runs/reproduce"
+  assert reproduce.parse_args(["--quick"]).out == "runs/reproduce_quick"
+  both = reproduce.parse_args(["--suite", "main,clean"])
+  assert both.suites == ["main", "clean"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--arms", "mgrpo,planner_only"], "unknown 'planner_only'"),
     (["--suite", "main,extra"], "unknown 'extra'"),
