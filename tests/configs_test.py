@@ -53,6 +53,31 @@ def test_reproduce_configs_pass_the_trainer_checks(arg):
     module.get_config("large")
 
 
+def test_reproduce_task_needs_the_visit_for_most_hops():
+  """configs/reproduce.py's design (README "Reproducing the paper's
+  comparison"): the 60-character snippet states the answer of fewer than
+  half of the hops, so a sub-agent that reports from snippets is mostly
+  wrong; the test split has 200 questions, half of them one-hop."""
+  spec = importlib.util.spec_from_file_location(
+      "reproduce", ROOT / "configs" / "reproduce.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config("full")
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  pages = {d.doc_id: d.text for d in world.documents}
+  test = world.splits["test"]
+  assert len(test) == 200 and sum(t.hops == 1 for t in test) == 100
+  for split in ("train", "test"):
+    hops = [(sub.answer, pages[task.metadata["doc_ids"][i]])
+            for task in world.splits[split]
+            for i, sub in enumerate(task.sub_questions)]
+    in_snippet = sum(answer in page[:config.agents.snippet_chars]
+                     for answer, page in hops)
+    assert 0.25 < in_snippet / len(hops) < 0.45, (split, in_snippet)
+    # Every answer is on the page the visit reads.
+    assert all(answer in page for answer, page in hops)
+
+
 def test_baselines_differ_from_default_only_where_they_say():
   default = load("default").to_dict()
   frozen = load("frozen_sub").to_dict()
