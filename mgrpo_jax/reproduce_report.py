@@ -194,19 +194,25 @@ def plot(path: pathlib.Path, suite: str, results: Sequence[dict]) -> None:
             ("sub_visit_rate", "sub-agent visit rate"),
             ("delegations_hop2", "delegations per two-hop question"))
   figure, axes = pyplot.subplots(2, 2, figsize=(11, 8))
+  arms = _by_arm(results)
+  # One colour per arm in every panel (an arm without a figure, like
+  # single_agent's sub-agent panels, leaves its colour unused).
+  colours = {name: f"C{i}" for i, name in enumerate(arms)}
   for ax, (key, title) in zip(axes.flat, panels):
-    for name, runs in _by_arm(results).items():
+    for name, runs in arms.items():
       stats = _grid_mean_std(runs, key)
       if stats is None:
         continue
       grid, mean, std = stats
-      line, = ax.plot(grid / 1e3, mean, label=f"{name} ({len(runs)} seeds)")
+      ax.plot(grid / 1e3, mean, color=colours[name],
+              label=f"{name} ({len(runs)} seeds)")
       ax.fill_between(grid / 1e3, mean - std, mean + std, alpha=0.2,
-                      color=line.get_color())
+                      color=colours[name])
     ax.set_title(title)
     ax.set_xlabel("sampled tokens (thousands)")
     ax.grid(alpha=0.3)
-  axes.flat[0].legend(fontsize=8)
+  for ax in axes.flat:
+    ax.legend(fontsize=7)
   figure.suptitle(f"reproduction, suite {suite}: mean ± std over seeds")
   figure.tight_layout()
   figure.savefig(path, dpi=90)
@@ -235,3 +241,32 @@ def write(out: pathlib.Path, suite: str, results: Sequence[dict]
 
 def finite(value) -> bool:
   return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def redraw(out: pathlib.Path) -> list[pathlib.Path]:
+  """Re-draws the curves (.png) of every finished suite in `out` from its
+  JSON; the JSON and tables are left as they are."""
+  drawn = []
+  for suite, stem in OUTPUTS.items():
+    path = pathlib.Path(out) / f"{stem}.json"
+    if path.is_file():
+      plot(path.with_suffix(".png"), suite, json.loads(path.read_text())["runs"])
+      drawn.append(path.with_suffix(".png"))
+  if not drawn:
+    raise FileNotFoundError(
+        f"{out}: holds no finished reproduction "
+        f"({', '.join(f'{s}.json' for s in OUTPUTS.values())}); expected the "
+        "--out directory of `bash launch/reproduce.sh`.")
+  return drawn
+
+
+if __name__ == "__main__":
+  import sys  # pylint: disable=g-import-not-at-top
+  if len(sys.argv) != 2:
+    sys.exit("usage: python -m mgrpo_jax.reproduce_report DIR  (re-draws "
+             "DIR's curves from its results JSON)")
+  try:
+    for drawn_path in redraw(pathlib.Path(sys.argv[1])):
+      print(drawn_path)
+  except FileNotFoundError as error:
+    sys.exit(f"error: {error}")

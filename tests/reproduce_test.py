@@ -93,6 +93,33 @@ def test_results_curves_budgets_and_the_paired_difference(tmp_path):
   assert saved["runs"][0]["arm"] == "mgrpo" and saved["budgets"][-1] == 200
 
 
+def test_each_arm_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
+  """single_agent has no sub-agent figures: the other arms must not take
+  its colour in those panels (one legend per panel, one colour per arm)."""
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  results = []
+  for arm, sub in (("single_agent", None), ("frozen_sub", 0.3),
+                   ("mgrpo", 0.4)):
+    curve = [{"step": s, "sampled_tokens": 100.0 * s, "test_accuracy": 0.1,
+              "sub_report_accuracy": sub, "sub_visit_rate": sub,
+              "delegations_hop2": sub} for s in range(3)]
+    results.append({"arm": arm, "seed": 0, "curve": curve})
+  monkeypatch.setattr(pyplot, "close", lambda figure: None)
+  reproduce_report.plot(tmp_path / "x.png", "main", results)
+  colours = {}
+  for ax in pyplot.gcf().axes:
+    for line in ax.get_lines():
+      colours.setdefault(line.get_label(), set()).add(line.get_color())
+  pyplot.close("all")
+  assert all(len(c) == 1 for c in colours.values()), colours
+  assert len({c.pop() for c in colours.values()}) == 3
+  # Re-drawing a finished suite from its JSON; a directory without one.
+  (tmp_path / "results.json").write_text(json.dumps({"runs": results}))
+  assert reproduce_report.redraw(tmp_path) == [tmp_path / "results.png"]
+  with pytest.raises(FileNotFoundError, match="no finished reproduction"):
+    reproduce_report.redraw(tmp_path / "empty")
+
+
 def test_a_run_without_test_figures_is_refused(tmp_path):
   (tmp_path / "all").mkdir()
   (tmp_path / "all" / "metrics.jsonl").write_text('{"step": 1}\n')
