@@ -105,15 +105,20 @@ def mean_std(values: Sequence[float | None]) -> tuple[float, float] | None:
           statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def _number(value: float, digits: int) -> str:
+  text = f"{value:.{digits}f}"
+  return text[1:] if float(text) == 0.0 and text.startswith("-") else text
+
+
 def _cell(values: Sequence[float | None], scale: float = 100.0,
           digits: int = 1) -> str:
   stats = mean_std(values)
   if stats is None:
     return "-"
-  per_seed = " / ".join("-" if v is None else f"{v * scale:.{digits}f}"
+  per_seed = " / ".join("-" if v is None else _number(v * scale, digits)
                         for v in values)
-  return (f"{stats[0] * scale:.{digits}f} ± {stats[1] * scale:.{digits}f} "
-          f"({per_seed})")
+  return (f"{_number(stats[0] * scale, digits)} ± "
+          f"{_number(stats[1] * scale, digits)} ({per_seed})")
 
 
 def _by_arm(results: Sequence[dict]) -> dict[str, list[dict]]:
@@ -142,12 +147,15 @@ def table(suite: str, results: Sequence[dict]) -> str:
              _cell([r["step_seconds_median"] for r in runs], 1.0, 1)]
             for name, runs in arms.items()]
   else:
-    head = ([f"arm: test acc. at {b / 1e3:.0f} k tokens" for b in marks]
+    head = (["arm"]
+            + [f"test acc. at {b / 1e3:.0f} k tokens" for b in marks]
+            + ["test acc. final", "sampled tokens"]
             + [label for label, _ in DIAGNOSTICS])
-    rows = [[f"{name}: " + _cell([at_budget(r["curve"], marks[0])
-                                  for r in runs])]
+    rows = [[name]
             + [_cell([at_budget(r["curve"], b) for r in runs])
-               for b in marks[1:]]
+               for b in marks]
+            + [_cell([r["test_accuracy"] for r in runs]),
+               _cell([r["sampled_tokens"] for r in runs], 1e-3, 0) + " k"]
             + [_cell([r.get(key) for r in runs],
                      100.0 if key != "delegations_hop2" else 1.0,
                      1 if key != "delegations_hop2" else 2)
@@ -244,14 +252,21 @@ def finite(value) -> bool:
 
 
 def redraw(out: pathlib.Path) -> list[pathlib.Path]:
-  """Re-draws the curves (.png) of every finished suite in `out` from its
-  JSON; the JSON and tables are left as they are."""
+  """Re-writes the table (.md, and the JSON's copy of it) and the curves
+  (.png) of every finished suite in `out` from its JSON's runs, which are
+  left as they are (for a report whose layout changed since the run)."""
   drawn = []
   for suite, stem in OUTPUTS.items():
     path = pathlib.Path(out) / f"{stem}.json"
     if path.is_file():
-      plot(path.with_suffix(".png"), suite, json.loads(path.read_text())["runs"])
-      drawn.append(path.with_suffix(".png"))
+      summary = json.loads(path.read_text())
+      summary["table"] = table(suite, summary["runs"])
+      path.with_suffix(".md").write_text(summary["table"])
+      plot(path.with_suffix(".png"), suite, summary["runs"])
+      tmp = path.with_name(f".{path.name}.tmp")
+      tmp.write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+      tmp.rename(path)
+      drawn += [path.with_suffix(".md"), path.with_suffix(".png"), path]
   if not drawn:
     raise FileNotFoundError(
         f"{out}: holds no finished reproduction "
@@ -263,8 +278,8 @@ def redraw(out: pathlib.Path) -> list[pathlib.Path]:
 if __name__ == "__main__":
   import sys  # pylint: disable=g-import-not-at-top
   if len(sys.argv) != 2:
-    sys.exit("usage: python -m mgrpo_jax.reproduce_report DIR  (re-draws "
-             "DIR's curves from its results JSON)")
+    sys.exit("usage: python -m mgrpo_jax.reproduce_report DIR  (re-writes "
+             "DIR's tables and curves from its results JSON)")
   try:
     for drawn_path in redraw(pathlib.Path(sys.argv[1])):
       print(drawn_path)

@@ -86,6 +86,8 @@ def test_results_curves_budgets_and_the_paired_difference(tmp_path):
   assert reproduce_report.budgets(results) == [67, 133, 200]
   table = reproduce_report.table("main", results)
   assert "mgrpo − frozen_sub" in table and "12.5 ± 3.5 (10.0 / 15.0)" in table
+  assert "| test acc. final | sampled tokens |" in table
+  assert reproduce_report._cell([-1e-17, 1e-17]) == "0.0 ± 0.0 (0.0 / 0.0)"
   paths = reproduce_report.write(tmp_path, "main", results)
   assert [p.name for p in paths] == ["results.md", "results.png",
                                      "results.json"]
@@ -103,7 +105,9 @@ def test_each_arm_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
     curve = [{"step": s, "sampled_tokens": 100.0 * s, "test_accuracy": 0.1,
               "sub_report_accuracy": sub, "sub_visit_rate": sub,
               "delegations_hop2": sub} for s in range(3)]
-    results.append({"arm": arm, "seed": 0, "curve": curve})
+    results.append({"arm": arm, "seed": 0, "curve": curve,
+                    "test_accuracy": 0.1, "sampled_tokens": 200.0,
+                    "sub_report_accuracy": sub})
   monkeypatch.setattr(pyplot, "close", lambda figure: None)
   reproduce_report.plot(tmp_path / "x.png", "main", results)
   colours = {}
@@ -114,8 +118,15 @@ def test_each_arm_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
   assert all(len(c) == 1 for c in colours.values()), colours
   assert len({c.pop() for c in colours.values()}) == 3
   # Re-drawing a finished suite from its JSON; a directory without one.
-  (tmp_path / "results.json").write_text(json.dumps({"runs": results}))
-  assert reproduce_report.redraw(tmp_path) == [tmp_path / "results.png"]
+  (tmp_path / "results.json").write_text(json.dumps({"runs": results,
+                                                     "table": "old"}))
+  assert reproduce_report.redraw(tmp_path) == [
+      tmp_path / "results.md", tmp_path / "results.png",
+      tmp_path / "results.json"]
+  summary = json.loads((tmp_path / "results.json").read_text())
+  assert summary["runs"] == results
+  assert summary["table"] == (tmp_path / "results.md").read_text()
+  assert "| frozen_sub | 10.0 ± 0.0 (10.0) |" in summary["table"]
   with pytest.raises(FileNotFoundError, match="no finished reproduction"):
     reproduce_report.redraw(tmp_path / "empty")
 
