@@ -148,7 +148,7 @@ def table(suite: str, results: Sequence[dict]) -> str:
             for name, runs in arms.items()]
   else:
     head = (["arm"]
-            + [f"test acc. at {b / 1e3:.0f} k tokens" for b in marks]
+            + [f"test acc. at {b:,} tokens" for b in marks]
             + ["test acc. final", "sampled tokens"]
             + [label for label, _ in DIAGNOSTICS])
     rows = [[name]
@@ -220,7 +220,8 @@ def plot(path: pathlib.Path, suite: str, results: Sequence[dict]) -> None:
     ax.set_xlabel("sampled tokens (thousands)")
     ax.grid(alpha=0.3)
   for ax in axes.flat:
-    ax.legend(fontsize=7)
+    if ax.get_lines():  # A panel no arm has figures for has no legend.
+      ax.legend(fontsize=7)
   figure.suptitle(f"reproduction, suite {suite}: mean ± std over seeds")
   figure.tight_layout()
   figure.savefig(path, dpi=90)

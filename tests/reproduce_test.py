@@ -87,6 +87,7 @@ def test_results_curves_budgets_and_the_paired_difference(tmp_path):
   table = reproduce_report.table("main", results)
   assert "mgrpo − frozen_sub" in table and "12.5 ± 3.5 (10.0 / 15.0)" in table
   assert "| test acc. final | sampled tokens |" in table
+  assert "| test acc. at 67 tokens | test acc. at 133 tokens |" in table
   assert reproduce_report._cell([-1e-17, 1e-17]) == "0.0 ± 0.0 (0.0 / 0.0)"
   paths = reproduce_report.write(tmp_path, "main", results)
   assert [p.name for p in paths] == ["results.md", "results.png",
