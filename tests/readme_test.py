@@ -51,3 +51,25 @@ def test_agents_usage_snippet_runs(capsys):
   out = capsys.readouterr().out.strip().split("\n")
   assert out == ["[https://kelto.example] Kelto: Kelto is a town. The Sorn "
                  "flows through Kelto.", "add needs the arguments ['a', 'b']."]
+
+
+def test_reproduction_tables_are_the_committed_results():
+  """README's reproduction figures are the committed results' tables,
+  verbatim, and each JSON is the run its table was written from."""
+  import json  # pylint: disable=g-import-not-at-top
+  text = README.read_text(encoding="utf-8")
+  section = text.split("## Reproducing the paper's comparison", 1)[1]
+  section = section.split("\n## ", 1)[0]
+  results = README.parent / "launch" / "results" / "reproduce"
+  for stem in ("results", "ablations", "clean"):
+    table = (results / f"{stem}.md").read_text(encoding="utf-8")
+    assert table.strip() in section, f"README lacks {stem}.md's table"
+    summary = json.loads((results / f"{stem}.json").read_text())
+    assert summary["table"] == table
+    assert f"launch/results/reproduce/{stem}.png" in section
+    assert (results / f"{stem}.png").stat().st_size > 10_000
+  main = json.loads((results / "results.json").read_text())
+  arms = {(r["arm"], r["seed"]) for r in main["runs"]}
+  assert len(arms) == 12 and {s for _, s in arms} == {0, 1, 2}
+  for run in main["runs"]:
+    assert len(run["curve"]) >= 3 and run["sampled_tokens"] > 0
