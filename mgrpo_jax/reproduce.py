@@ -6,7 +6,7 @@
 
 Suites (comma-separated; default "main"):
   main       the arms on the task of configs/reproduce.py (both agents
-             warm-started with a documented weakness; about 70 minutes on a
+             warm-started with a documented weakness; about 75 minutes on a
              2-core CPU with no warm start cached);
   clean      the same arms on the variant with no injected weakness (as
              long again: three more warm starts);
