@@ -242,10 +242,16 @@ def write(out: pathlib.Path, suite: str, results: Sequence[dict]
   paths = [out / f"{stem}.md", out / f"{stem}.png", out / f"{stem}.json"]
   paths[0].write_text(text)
   plot(paths[1], suite, results)
-  tmp = out / f".{stem}.json.tmp"
-  tmp.write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
-  tmp.rename(paths[2])  # Last: its presence means the suite is finished.
+  _write_json(paths[2], summary)  # Last: its presence means it is finished.
   return paths
+
+
+def _write_json(path: pathlib.Path, summary: dict) -> None:
+  """Writes `summary` to `path` through a temporary file and a rename, so
+  the JSON is either absent or whole."""
+  tmp = path.with_name(f".{path.name}.tmp")
+  tmp.write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+  tmp.rename(path)
 
 
 def finite(value) -> bool:
@@ -264,9 +270,7 @@ def redraw(out: pathlib.Path) -> list[pathlib.Path]:
       summary["table"] = table(suite, summary["runs"])
       path.with_suffix(".md").write_text(summary["table"])
       plot(path.with_suffix(".png"), suite, summary["runs"])
-      tmp = path.with_name(f".{path.name}.tmp")
-      tmp.write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
-      tmp.rename(path)
+      _write_json(path, summary)
       drawn += [path.with_suffix(".md"), path.with_suffix(".png"), path]
   if not drawn:
     raise FileNotFoundError(
