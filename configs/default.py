@@ -14,7 +14,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from mgrpo_jax.agents.team import agents_config
-from mgrpo_jax.training.meshes import default_config as mesh_config
+from mgrpo_jax.runtime.meshes import agent_config as agent_mesh
 
 
 def _learner(learning_rate: float) -> ml_collections.ConfigDict:
@@ -60,7 +60,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.early_answer = 0.6  # Share of multi-hop demonstrations whose planner answers after the first hop (a planner M-GRPO must teach to decompose).
   config.sft.lazy_report = 0.0  # Share of sub-agent hops demonstrated without the visit: the report comes from the cut-short search snippet, so it is mostly "unknown" (a sub-agent M-GRPO must teach to read the page; configs/reproduce.py).
   config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
-  config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (training/warm_start.py).
+  config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (train/warm_start.py).
 
   config.world = ml_collections.ConfigDict()  # The synthetic world (data/world.py).
   config.world.num_entities = 150  # Entities, one page each.
@@ -80,6 +80,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.sub.max_new_tokens = 64  # Tokens per sub-agent turn.
   config.agents.sub.context_tokens = 1024  # Sub-agent context budget.
   config.agents.sub.rows = 64  # Sub-agent conversations live at once.
+  config.agents.verifier.max_turns = 3  # Verifier turns before it must give its verdict (when in sub_kinds).
+  config.agents.verifier.max_new_tokens = 64  # Tokens per verifier turn.
+  config.agents.verifier.context_tokens = 1024  # Verifier context budget.
+  config.agents.verifier.rows = 64  # Verifier conversations live at once.
   config.agents.visit_chars = 200  # Characters of page text a visit returns.
   config.agents.snippet_chars = 60  # Characters of each search hit's snippet.
   config.agents.temperature = 0.6  # Sampling temperature of the rollouts.
@@ -99,6 +103,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.learner = ml_collections.ConfigDict()
   config.learner.main = _learner(1e-4)  # Main agent's optimizer and loss.
   config.learner.sub = _learner(1e-4)  # Sub-agent's optimizer and loss.
+  config.learner.verifier = _learner(1e-4)  # The verifier kind's (when in agents.sub_kinds).
 
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).
@@ -107,6 +112,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.align = ml_collections.ConfigDict()
   config.align.d_max = 2  # Sub-agent slots per rollout (D_max; 0: alignment off, an ablation: one row per call, a batch shape that changes every step).
+  config.align.verifier_d_max = 1  # The verifier kind's D_max (when in agents.sub_kinds).
   config.align.fill = "random"  # Fill free slots with "random" or "best" duplicates.
 
   config.reward = ml_collections.ConfigDict()
@@ -117,8 +123,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.reward.v_main = config_dict.placeholder(float)  # Sub weight of main's outcome (None: preset's).
   config.reward.v_exp = config_dict.placeholder(float)  # Sub expert-score weight (None: preset's).
 
-  config.mesh = mesh_config()  # Devices per agent (training/meshes.py).
-  config.mesh.share = True  # One CPU device here: agents share it (set False on TPU/GPU).
+  config.mesh = ml_collections.ConfigDict()  # Devices per agent (runtime/meshes.py).
+  config.mesh.share = True  # True: agents may use the same devices (one CPU device here); False on TPU/GPU: disjoint slices.
+  config.mesh.main = agent_mesh()  # The main agent (planner); takes the first devices.
+  config.mesh.sub = agent_mesh()  # The sub-agent (tool executor); the next devices.
+  config.mesh.verifier = agent_mesh()  # The verifier kind's devices (when in agents.sub_kinds).
 
   config.store = ml_collections.ConfigDict()
   config.store.root = ""  # Shared store: a directory or gs://bucket/prefix ("": run_dir/store).

@@ -1,6 +1,6 @@
 """The toy delegation task: `python -m mgrpo_jax.main --config configs/toy.py`.
 
-Tabular agents (mgrpo_jax/training/toy.py) trained with the full M-GRPO step
+Tabular agents (mgrpo_jax/toy/) trained with the full M-GRPO step
 in about a minute on a CPU: a check of the core math end to end, and the
 Colab quickstart's training run. Every field can be overridden on the
 command line, e.g. `--config.train.steps=50`.
@@ -10,10 +10,22 @@ import ml_collections
 from ml_collections import config_dict
 
 
+def _learner() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.learning_rate = 0.05  # Adam learning rate.
+  c.inner_epochs = 1  # mu: updates per batch of rollouts.
+  c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
+  c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high (DAPO clip-higher).
+  c.beta = 0.0  # KL penalty weight towards the initial policy (k3).
+  c.aggregation = "token_mean"  # "token_mean", "sequence_mean", "sequence_sum_norm".
+  return c
+
+
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0  # Seeds every PRNG key of the run: same seed, same run.
-  config.task = "toy_delegation"  # What to train; the only task so far.
+  config.task = "toy_delegation"  # What main.py trains: "toy_delegation" (this) or "agents".
+  config.mode = "mgrpo"  # "mgrpo" (both agents train) or "frozen_sub" (only the main agent: the baseline).
 
   config.toy = ml_collections.ConfigDict()
   config.toy.num_questions = 64  # Questions in the toy world (Q).
@@ -25,10 +37,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.steps = 300  # Training steps.
   config.train.questions_per_step = 16  # Questions per step (B).
   config.train.group_size = 8  # Rollouts per question, the GRPO group (K).
-  config.train.inner_epochs = 1  # Updates per batch of rollouts (mu).
-  config.train.learning_rate = 0.05  # Adam learning rate, both agents.
-  config.train.train_sub = True  # False: frozen sub-agent baseline.
-  config.train.log_every = 50  # Log metrics every this many steps.
+  config.train.eval_every = 50  # Greedy accuracy (and a metrics line) every this many steps.
 
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).
@@ -39,11 +48,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.align.d_max = 2  # Sub-agent slots per rollout (D_max, M-GRPO alignment).
   config.align.fill = "random"  # Fill free slots with "random" or "best" duplicates.
 
-  config.loss = ml_collections.ConfigDict()
-  config.loss.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
-  config.loss.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high (DAPO clip-higher).
-  config.loss.beta = 0.0  # KL penalty weight towards the initial policy (k3).
-  config.loss.aggregation = "token_mean"  # "token_mean", "sequence_mean", "sequence_sum_norm".
+  config.learner = ml_collections.ConfigDict()  # Per agent, as in configs/default.py.
+  config.learner.main = _learner()  # Main agent's optimizer and loss.
+  config.learner.sub = _learner()  # Sub-agent's optimizer and loss.
 
   config.reward = ml_collections.ConfigDict()
   config.reward.preset = "mgrpo"  # Named weights: "mgrpo", "outcome_only", "with_expert".

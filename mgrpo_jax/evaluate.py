@@ -26,7 +26,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 from typing import Any
 
 from absl import app
@@ -38,21 +37,23 @@ from ml_collections import config_flags
 import tqdm
 
 from mgrpo_jax.agents import report
-from mgrpo_jax.agents.rewards import (RuleExpert, is_correct,
-                                      score_rollouts)
+from mgrpo_jax.agents.rewards import is_correct
 from mgrpo_jax.agents.team import build_team
-from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_corpus, load_tasks
 from mgrpo_jax.data.world import WorldConfig
-from mgrpo_jax.training import config_checks
+from mgrpo_jax.runtime import config_checks
+from mgrpo_jax.runtime import logs
+from mgrpo_jax.train.evaluator import roll_out, weights_of
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file with get_config() "
     "(e.g. configs/evaluate.py).", lock_config=True)
 _DATA = flags.DEFINE_string("data", "synthetic",
                             "'synthetic' (the generated world, split from "
-                            "config.eval.split) or a benchmark file.")
+                            "config.eval.split), 'synthetic:<split>' "
+                            "(train, validation or test) or a benchmark "
+                            "file.")
 _FORMAT = flags.DEFINE_string("format", None,
                               "File format when detection is not wanted: "
                               "gaia, webwalkerqa, xbench, hotpotqa, musique.")
@@ -80,27 +81,37 @@ def world_config(config: ml_collections.ConfigDict) -> WorldConfig:
   return WorldConfig(**config.world.to_dict())
 
 
-def from_training_config(config: ml_collections.ConfigDict
+def from_training_config(config: ml_collections.ConfigDict, *,
+                         split: str = "validation"
                          ) -> ml_collections.ConfigDict:
   """An evaluation config for a training config (configs/default.py and
-  its baselines): the run's world and team, greedy, one rollout per
-  validation question, as the trainer's own eval/accuracy; configs that
-  already have an `eval` section are returned unchanged."""
+  its baselines): the run's world, team (train/team_build.py, as the
+  trainer builds it) and reward, greedy, one rollout per question of
+  `split`: as many validation questions as the trainer's eval/accuracy, or
+  test questions as its test/accuracy (all of them if it logs none).
+  Configs that already have an `eval` section are returned unchanged."""
   if "eval" in config or "train" not in config:
     return config
-  from mgrpo_jax.training.trainer import agents_section  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.train.team_build import agents_section  # pylint: disable=g-import-not-at-top
   out = ml_collections.ConfigDict()
   out.seed = 0
   out.model = config.model.name
   out.sub_model = None
   out.agents = agents_section(config)
   out.agents.temperature = 0.0
+  limit = {"validation": config.train.eval_questions,
+           "test": config.train.test_questions}.get(split, 0)
   out.eval = ml_collections.ConfigDict(
-      {"rollouts": 1, "limit": config.train.eval_questions,
-       "split": "validation"})
+      {"rollouts": 1, "limit": limit, "split": split})
   out.reward = ml_collections.ConfigDict(config.reward.to_dict())
   out.world = ml_collections.ConfigDict(config.world.to_dict())
   return out
+
+
+def _named_split(data: str) -> str | None:
+  """The split a `synthetic:<split>` name gives (None for any other)."""
+  name, _, split = str(data).partition(":")
+  return split or None if name == "synthetic" else None
 
 
 def _load(name: str):
@@ -109,17 +120,17 @@ def _load(name: str):
   # jax-heavy: imported late.
   # pylint: disable=g-import-not-at-top
   from mgrpo_jax.models.loading import load_model
-  from mgrpo_jax.training import trained
+  from mgrpo_jax.train import trained
   if trained.is_trained_checkpoint(name):
     model, tok, step = trained.load_trained(name)
-    logging.info("loaded %s: the trained weights of step %d", name, step)
+    logs.say(f"loaded {name}: the trained weights of step {step}")
     return model, tok
   return load_model(name)
 
 
 def _sibling_sub(checkpoint: str | None) -> str | None:
   """<run>/checkpoints/sub[/<step>] beside a run's main checkpoint."""
-  from mgrpo_jax.training import trained  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.train import trained  # pylint: disable=g-import-not-at-top
   if checkpoint is None or not trained.is_trained_checkpoint(checkpoint):
     return None
   agent_dir, step = trained.split_step(checkpoint)
@@ -162,14 +173,17 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
              progress: bool = True) -> dict[str, Any]:
   """Runs the evaluation described in the module docstring; returns metrics.
   A training config is evaluated as `from_training_config` says."""
-  config = from_training_config(config)
+  named = _named_split(data)
+  config = from_training_config(config, split=named or "validation")
   k = config.eval.rollouts
   if not isinstance(k, int) or k < 1:
     raise ValueError(f"config.eval.rollouts={k!r}: expected a positive "
                      "integer (rollouts per question).")
   limit = config.eval.limit or None
-  taskset = load_tasks(data, split=config.eval.split, format=data_format,
-                       limit=limit, world=world_config(config))
+  # A split named in --data ("synthetic:test") wins over config.eval.split.
+  taskset = load_tasks(data, split=None if named else config.eval.split,
+                       format=data_format, limit=limit,
+                       world=world_config(config))
   documents = load_corpus(corpus) if corpus else taskset.documents
   if not documents:
     raise ValueError(f"--data={data!r} carries no documents to search; pass "
@@ -185,7 +199,6 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   tasks = list(taskset.tasks)
   bar = tqdm.tqdm(total=len(tasks) * k, unit="rollout", disable=not progress,
                   file=sys.stderr, desc=f"evaluate {taskset.name}")
-  start = time.perf_counter()
   with open(out / "transcripts.jsonl", "w", encoding="utf-8") as f:
 
     def write(rollout):
@@ -199,18 +212,13 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
       f.flush()
       bar.update(1)
 
-    rollouts = controller.run(tasks, k, jax.random.key(config.seed),
-                              on_rollout=write)
+    run = roll_out(controller, tasks, k, jax.random.key(config.seed),
+                   weights_of(config.reward.to_dict()), on_rollout=write)
   bar.close()
-  seconds = time.perf_counter() - start
-  weights = reward_weights(config.reward.preset)
-  expert = RuleExpert() if weights["v_exp"] > 0 else None
-  scores = score_rollouts(rollouts, tasks, weights, expert=expert)
-  metrics = report.summarize(tasks, rollouts, scores)
-  generated = sum(t.num_generated for row in rollouts for r in row
-                  for t in [r.main, *r.subs])
+  seconds = run.figures["seconds"]
+  metrics = report.summarize(tasks, run.rollouts, run.scores)
   metrics["seconds"] = seconds
-  metrics["generated_tokens_per_second"] = generated / seconds
+  metrics["generated_tokens_per_second"] = run.figures["tokens_per_second"]
   (out / "metrics.json").write_text(json.dumps(
       {"data": str(data), "split": config.eval.split, "rollouts": k,
        "metrics": metrics, "config": config.to_dict()}, indent=2,
@@ -223,6 +231,7 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
 
 
 def main(argv: list[str]) -> None:
+  logs.configure()  # Library logs only with --verbosity=1 (runtime/logs.py).
   if len(argv) > 1:
     config_checks.usage_error(f"unexpected arguments {argv[1:]} (config "
                               "fields are set as --config.FIELD=VALUE).")

@@ -2,7 +2,7 @@
 
   python -m mgrpo_jax.plot RUN_DIR [--out DIR] [--smoothing 0.6]
 
-Reads RUN_DIR/metrics.jsonl (training/metrics.py) and writes PNGs to DIR
+Reads RUN_DIR/metrics.jsonl (runtime/metrics.py) and writes PNGs to DIR
 (default RUN_DIR/plots): one per panel, and overview.png with every panel.
 Panels are chosen by metric name, so new metrics need no code here: every
 `time/*` metric goes in the step-time panel, every other metric in the panel
@@ -31,7 +31,7 @@ matplotlib.use("Agg")  # No display needed; must precede pyplot's import.
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgrpo_jax.training.metrics import (JSONL_NAME, METRICS_DOC,  # noqa: E402
+from mgrpo_jax.runtime.metrics import (JSONL_NAME, METRICS_DOC,  # noqa: E402
                                         RESERVED_FIELDS, read_jsonl)
 
 # Panels in drawing order, with their titles; others follow alphabetically.

@@ -43,7 +43,7 @@ import time
 from typing import Sequence
 
 from mgrpo_jax import reproduce_report
-from mgrpo_jax.training.config_checks import usage_error
+from mgrpo_jax.runtime.config_checks import usage_error
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "reproduce.py"

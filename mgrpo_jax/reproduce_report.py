@@ -18,7 +18,7 @@ import platform
 import statistics
 from typing import Sequence
 
-from mgrpo_jax.training.metrics import JSONL_NAME, read_jsonl
+from mgrpo_jax.runtime.metrics import JSONL_NAME, read_jsonl
 
 # Curve field -> the metric it comes from (test split, greedy).
 CURVE_KEYS = {

@@ -10,7 +10,7 @@ from model_test_utils import tiny_tokenizer
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import Document, LocalCorpus
-from mgrpo_jax.training.batches import (PackSettings, SubRecord, main_batch,
+from mgrpo_jax.train.batches import (PackSettings, SubRecord, main_batch,
                                         sub_batch, sub_record)
 
 SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)

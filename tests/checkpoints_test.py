@@ -16,7 +16,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from model_test_utils import tiny_config
 from mgrpo_jax.models import build
-from mgrpo_jax.training.checkpoints import AgentCheckpointer
+from mgrpo_jax.runtime.checkpoints import AgentCheckpointer
 
 
 def mesh(first):
@@ -71,7 +71,7 @@ def test_round_trip_onto_another_mesh(tmp_path):
   params, opt_state = train_step(
       params, opt_init_on_mesh(optimizer, params, mesh_a))
   key = jax.random.split(jax.random.key(7))[1]
-  with AgentCheckpointer(tmp_path, "main") as ckpt:
+  with AgentCheckpointer(tmp_path, "main", max_to_keep=3, save_every=1) as ckpt:
     assert ckpt.latest_step() is None
     assert ckpt.restore_latest(params, opt_state) is None
     assert ckpt.save(5, params, opt_state, key=key,
@@ -80,7 +80,7 @@ def test_round_trip_onto_another_mesh(tmp_path):
 
   # A fresh checkpointer (as after a restart), targets on other devices.
   target = moved((params, opt_state), mesh_b)
-  with AgentCheckpointer(tmp_path, "main") as ckpt:
+  with AgentCheckpointer(tmp_path, "main", max_to_keep=3, save_every=1) as ckpt:
     out = ckpt.restore_latest(*target)
   assert out.step == 5 and out.metadata == {"run": "test"}
   assert out.data_position == {"epoch": 1, "index": 37}
@@ -123,7 +123,7 @@ def test_latest_wins_max_to_keep_prunes_save_every_skips(tmp_path):
                 data_position=3, force=True)
   assert sorted(os.listdir(tmp_path / "sub")) == ["4", "5"]
   # Dropping the steps after 4 lets step 5 be saved again (a redone step).
-  with AgentCheckpointer(tmp_path, "sub", max_to_keep=2) as ckpt:
+  with AgentCheckpointer(tmp_path, "sub", max_to_keep=2, save_every=1) as ckpt:
     assert ckpt.discard_after(4) == [5] and ckpt.steps() == [4]
     assert ckpt.save(5, *small_state(7, m), key=jax.random.PRNGKey(7),
                      data_position=7)
@@ -135,13 +135,13 @@ def test_latest_wins_max_to_keep_prunes_save_every_skips(tmp_path):
 
 def test_half_written_step_directories_are_ignored(tmp_path):
   m = mesh(0)
-  with AgentCheckpointer(tmp_path, "main") as ckpt:
+  with AgentCheckpointer(tmp_path, "main", max_to_keep=3, save_every=1) as ckpt:
     ckpt.save(1, *small_state(1, m), key=jax.random.key(1), data_position=1)
   # What a process killed mid-save leaves behind.
   for name in ("2.orbax-checkpoint-tmp", "3.orbax-checkpoint-tmp-1754000000"):
     (tmp_path / "main" / name / "state").mkdir(parents=True)
     (tmp_path / "main" / name / "state" / "half").write_bytes(b"\0" * 100)
-  with AgentCheckpointer(tmp_path, "main") as ckpt:
+  with AgentCheckpointer(tmp_path, "main", max_to_keep=3, save_every=1) as ckpt:
     assert ckpt.steps() == [1] and ckpt.latest_step() == 1
     out = ckpt.restore_latest(*small_state(0, m))
     assert out.step == 1
@@ -155,10 +155,10 @@ def test_half_written_step_directories_are_ignored(tmp_path):
 def test_errors_name_the_argument(tmp_path):
   m = mesh(0)
   with pytest.raises(ValueError, match="agent='a/b': expected a directory"):
-    AgentCheckpointer(tmp_path, "a/b")
+    AgentCheckpointer(tmp_path, "a/b", max_to_keep=3, save_every=1)
   with pytest.raises(ValueError, match="save_every=0: expected an integer"):
-    AgentCheckpointer(tmp_path, "main", save_every=0)
-  ckpt = AgentCheckpointer(tmp_path, "main")
+    AgentCheckpointer(tmp_path, "main", save_every=0, max_to_keep=3)
+  ckpt = AgentCheckpointer(tmp_path, "main", max_to_keep=3, save_every=1)
   params, opt_state = small_state(0, m)
   with pytest.raises(ValueError, match="data_position=.* is not JSON"):
     ckpt.save(0, params, opt_state, key=jax.random.key(0),
@@ -183,8 +183,8 @@ def test_errors_name_the_argument(tmp_path):
 _WRITER = """
 import sys, time
 import jax, jax.numpy as jnp
-from mgrpo_jax.training.checkpoints import AgentCheckpointer
-ckpt = AgentCheckpointer(sys.argv[1], "main", max_to_keep=None)
+from mgrpo_jax.runtime.checkpoints import AgentCheckpointer
+ckpt = AgentCheckpointer(sys.argv[1], "main", max_to_keep=None, save_every=1)
 for step in range(int(sys.argv[2])):
   ckpt.save(step, {"w": jnp.full((512, 512), step, jnp.float32)},
             {"count": jnp.int32(step)}, key=jax.random.key(step),
@@ -206,7 +206,8 @@ def restore_written(directory):
   target = ({"w": jax.device_put(jnp.zeros((512, 512)),
                                  NamedSharding(m, P("fsdp")))},
             {"count": jax.device_put(jnp.int32(0), NamedSharding(m, P()))})
-  with AgentCheckpointer(directory, "main") as ckpt:
+  with AgentCheckpointer(directory, "main",
+                         max_to_keep=3, save_every=1) as ckpt:
     out = ckpt.restore_latest(*target)
   np.testing.assert_array_equal(out.params["w"], np.full((512, 512), out.step))
   assert int(out.opt_state["count"]) == out.step

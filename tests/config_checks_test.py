@@ -5,8 +5,8 @@ import math
 import ml_collections
 import pytest
 
-from mgrpo_jax.training import config_checks as cc
-from mgrpo_jax.training.config_checks import ConfigError
+from mgrpo_jax.runtime import config_checks as cc
+from mgrpo_jax.runtime.config_checks import ConfigError
 
 
 def section(**fields):

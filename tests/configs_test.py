@@ -7,10 +7,12 @@ import pytest
 
 from mgrpo_jax.agents.team import check_agents_config
 from mgrpo_jax.data.world import WorldConfig, generate_world
-from mgrpo_jax.training import toy, trainer
+from mgrpo_jax import toy
+from mgrpo_jax.train import team_build
+from mgrpo_jax.train import trainer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TRAINING = ("default", "frozen_sub", "single_agent", "smollm2")
+TRAINING = ("default", "frozen_sub", "single_agent", "smollm2", "verifier")
 
 
 def load(name):
@@ -31,7 +33,7 @@ def test_training_configs_pass_the_trainer_checks(name):
   config = load(name)
   assert config.task == "agents"
   trainer.check_config(config, "all")
-  check_agents_config(trainer.agents_section(config))
+  check_agents_config(team_build.agents_section(config))
   assert config.run_dir == f"runs/{name}"  # Runs never share a directory.
   world = generate_world(WorldConfig(**config.world.to_dict()))
   assert len(world.splits["validation"]) >= config.train.eval_questions
@@ -45,7 +47,7 @@ def test_reproduce_configs_pass_the_trainer_checks(arg):
   spec.loader.exec_module(module)
   config = module.get_config(arg)
   trainer.check_config(config, "all")
-  check_agents_config(trainer.agents_section(config))
+  check_agents_config(team_build.agents_section(config))
   world = generate_world(WorldConfig(**config.world.to_dict()))
   assert len(world.splits["test"]) >= config.train.test_questions
   assert (config.sft.lazy_report == 0.0) == arg.endswith("clean")
@@ -84,6 +86,11 @@ def test_baselines_differ_from_default_only_where_they_say():
   assert frozen.pop("mode") == "frozen_sub" and default.pop("mode") == "mgrpo"
   frozen.pop("run_dir"), default.pop("run_dir")
   assert frozen == default
+  verifier = load("verifier").to_dict()
+  assert verifier["agents"].pop("sub_kinds") == ("sub", "verifier")
+  assert default["agents"].pop("sub_kinds") == ("sub",)
+  verifier.pop("mode"), verifier.pop("run_dir")
+  assert verifier == default
   single = load("single_agent")
   assert single.mode == "single"
   # Search and visit per hop, then the answer.

@@ -2,10 +2,12 @@
 
 import pytest
 
+from mgrpo_jax.models import tiny as tiny_model
+from mgrpo_jax.agents import demonstrations
 from mgrpo_jax.agents.team import agents_config
 from mgrpo_jax.data.world import WorldConfig, generate_world
-from mgrpo_jax.training import oracle, tiny
-from mgrpo_jax.training.diagnostics import Grader, team_diagnostics
+from mgrpo_jax.agents import tiny_team as tiny
+from mgrpo_jax.agents.diagnostics import Grader, team_diagnostics
 
 WORLD = WorldConfig(num_entities=40, train_questions=16, validation_questions=2,
                     test_questions=2, max_hops=2)
@@ -18,14 +20,14 @@ def taskset():
 
 @pytest.fixture(scope="module")
 def tok():
-  return tiny.train_tokenizer(tiny.tokenizer_texts(generate_world(WORLD)),
+  return tiny_model.train_tokenizer(tiny.tokenizer_texts(generate_world(WORLD)),
                               1024)
 
 
 def figures(taskset, tok, **kwargs):
   config = agents_config()
   config.snippet_chars = 60
-  rows = oracle.oracle_rollouts(taskset, tok, agents=config, seed=3,
+  rows = demonstrations.oracle_rollouts(taskset, tok, agents=config, seed=3,
                                 context_tokens=2048, **kwargs)
   return team_diagnostics(rows, taskset.tasks, Grader(taskset.documents))
 
@@ -68,7 +70,7 @@ def test_single_agent_has_no_sub_figures(taskset, tok):
   config = agents_config()
   config.mode = "single"
   config.main.max_turns = 5
-  rows = oracle.oracle_rollouts(taskset, tok, agents=config,
+  rows = demonstrations.oracle_rollouts(taskset, tok, agents=config,
                                 context_tokens=2048)
   out = team_diagnostics(rows, taskset.tasks, Grader(taskset.documents))
   assert out["visits_per_hop"] == 1.0

@@ -3,11 +3,12 @@
 import jax
 import numpy as np
 import pytest
-from jax.sharding import Mesh
+from trainer_test_utils import learner_config
 
 from model_test_utils import tiny_config
 from mgrpo_jax.models import build
-from mgrpo_jax.training.learner import Learner, LearnerConfig, pack
+from mgrpo_jax.train.learner import Learner
+from mgrpo_jax.train.packing import pack
 
 
 def trajectories(n=4, seed=0):
@@ -40,7 +41,7 @@ def test_pack_shifts_targets_and_masks_and_pads():
 
 def _learner(micro_batch, mesh=None, **kw):
   model = build.init_model(tiny_config(), seed=0, mesh=mesh)
-  return Learner("main", model, LearnerConfig(
+  return Learner("main", model, learner_config(
       learning_rate=1e-2, micro_batch=micro_batch, min_len=8, max_len=64,
       **kw), mesh)
 
@@ -132,7 +133,7 @@ def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
     ("aggregation", "mean")])
 def test_bad_learner_config_is_named(field, value):
   with pytest.raises(ValueError, match=f"LearnerConfig.{field}"):
-    LearnerConfig(**{field: value})
+    learner_config(**{field: value})
 
 
 @pytest.mark.parametrize("temperature, top_k", [(1.0, 0), (0.6, 0),
@@ -163,7 +164,7 @@ def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts(
   trajectories = [r.main for row in rollouts for r in row]
   # A random model breaks the protocol: error messages sit between turns.
   assert any(len(t.turns) > 1 for t in trajectories)
-  learner = Learner("main", model, LearnerConfig(
+  learner = Learner("main", model, learner_config(
       learning_rate=1e-3, micro_batch=2, min_len=64, max_len=512),
       temperature=temperature)
   batch = pack([t.tokens for t in trajectories],

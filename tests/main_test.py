@@ -19,10 +19,14 @@ def run_main(*args):
 
 
 def test_main_runs_and_logs_progress():
-  result = run_main("--config.train.steps=20", "--config.train.log_every=10")
+  result = run_main("--config.train.steps=20", "--config.train.eval_every=10")
   assert result.returncode == 0, result.stderr[-2000:]
   assert "step 10:" in result.stderr and "step 20:" in result.stderr
   assert re.search(r"done: greedy accuracy [0-9.]+", result.stderr)
+  # Project lines as they are; no absl INFO lines ("I1204 18:28:38.4 ...")
+  # without --verbosity=1 (runtime/logs.py).
+  assert re.search(r"^step 10: ", result.stderr, re.M)
+  assert not re.search(r"^I\d{4} ", result.stderr, re.M), result.stderr
 
 
 def test_bad_override_fails_with_the_field_named():
@@ -45,7 +49,8 @@ REFUSED = [  # (arguments after --config configs/default.py, stderr line)
      "config.learner.sub.off_policy='tokens': expected one of ['none', "
      "'sequence', 'token']."),
     (["--config.train.steps=ten"], "error: flag --config.train.steps=ten: "),
-    (["--role=both"], "error: flag --role=both: value should be one of "),
+    (["--role=both"], "error: --role='both': expected one of ['all', "
+     "'main', 'sub'] (a sub-agent kind's role trains that kind)."),
     (["stray"], "error: unexpected arguments ['stray']"),
 ]
 

@@ -7,13 +7,14 @@ from jax.sharding import AxisType
 
 from model_test_utils import tiny_config
 from mgrpo_jax.models import build
-from mgrpo_jax.training import meshes
-from mgrpo_jax.training.config_checks import ConfigError
+from mgrpo_jax.runtime import meshes
+from mgrpo_jax.runtime.config_checks import ConfigError
 
 
 def config(main=4, sub=4, main_shape="", sub_shape="", share=False):
-  c = meshes.default_config()
+  c = ml_collections.ConfigDict()
   c.share = share
+  c.main, c.sub = meshes.agent_config(), meshes.agent_config()
   c.main.devices, c.main.shape = main, main_shape
   c.sub.devices, c.sub.shape = sub, sub_shape
   return c

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from mgrpo_jax.training.metrics import (JSONL_NAME, METRICS_DOC,
+from mgrpo_jax.runtime.metrics import (JSONL_NAME, METRICS_DOC,
                                         TENSORBOARD_DIR, MetricsWriter,
                                         ProgressBar, read_jsonl)
 

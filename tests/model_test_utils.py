@@ -14,7 +14,7 @@ from mgrpo_jax.models.build import expected_shapes
 from mgrpo_jax.models.decoder import (attention, finish_layer,
                                       layer_param_names, project_qkv,
                                       rms_norm, rope_inverse_frequencies)
-from mgrpo_jax.training.tiny import CHAT_TEMPLATE  # SmolLM2's ChatML.
+from mgrpo_jax.models.tiny import CHAT_TEMPLATE  # SmolLM2's ChatML.
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CORPUS = [

@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from mgrpo_jax.training import trainer
-from mgrpo_jax.training.config_checks import load_config_file
+from mgrpo_jax.train import trainer
+from mgrpo_jax.runtime.config_checks import load_config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -4,10 +4,15 @@ through the real rollout controller."""
 import jax
 import pytest
 
+from mgrpo_jax.models import tiny as tiny_model
+from mgrpo_jax.data import facts
+from mgrpo_jax.agents import protocol
+from mgrpo_jax.agents import demonstrations
 from mgrpo_jax.agents.rewards import is_correct
 from mgrpo_jax.agents.team import agents_config
 from mgrpo_jax.data.world import RELATIONS, WorldConfig, generate_world
-from mgrpo_jax.training import oracle, tiny
+from mgrpo_jax.agents import oracle
+from mgrpo_jax.agents import tiny_team as tiny
 
 WORLD = WorldConfig(num_entities=40, train_questions=12, validation_questions=2,
                     test_questions=2, max_hops=3)
@@ -25,7 +30,7 @@ def taskset(world):
 
 @pytest.fixture(scope="module")
 def tok(world):
-  return tiny.train_tokenizer(tiny.tokenizer_texts(world), 1024)
+  return tiny_model.train_tokenizer(tiny.tokenizer_texts(world), 1024)
 
 
 def single_config():
@@ -37,22 +42,22 @@ def single_config():
 
 def test_relation_templates_parse_and_read():
   works_for = next(r for r in RELATIONS if r.name == "works_for")
-  parsed = oracle.parse_step("Which company does Nuko Besho work for?")
+  parsed = facts.parse_step("Which company does Nuko Besho work for?")
   assert parsed == (works_for, "Nuko Besho")
-  assert oracle.parse_step("What is love?") is None
+  assert facts.parse_step("What is love?") is None
   page = "Nuko Besho is a person. Nuko Besho works for Pikrus Works. Other."
-  assert oracle.read_fact(works_for, "Nuko Besho", page) == "Pikrus Works"
-  assert oracle.read_fact(works_for, "Someone Else", page) is None
+  assert facts.read_fact(works_for, "Nuko Besho", page) == "Pikrus Works"
+  assert facts.read_fact(works_for, "Someone Else", page) is None
   hits = "[w1] Nuko Kaba: text\n[w7] Nuko Besho: Nuko Besho is a person."
   assert oracle.pick_page(hits, "Nuko Besho") == "w7"
   assert oracle.pick_page(hits, "Nobody") == "w1"
   assert oracle.pick_page("No results. Try other words.", "X") is None
-  assert oracle.report_answer("Pikrus Works. Evidence: a sentence.") == (
+  assert protocol.report_answer("Pikrus Works. Evidence: a sentence.") == (
       "Pikrus Works")
 
 
 def test_perfect_multi_agent_demonstrations(taskset, tok):
-  rows = oracle.oracle_rollouts(taskset, tok, context_tokens=2048)
+  rows = demonstrations.oracle_rollouts(taskset, tok, context_tokens=2048)
   assert len(rows) == len(taskset.tasks)
   for task, [rollout] in zip(taskset.tasks, rows):
     main = rollout.main
@@ -61,8 +66,8 @@ def test_perfect_multi_agent_demonstrations(taskset, tok):
     for step, doc_id, sub in zip(task.sub_questions,
                                  task.metadata["doc_ids"], rollout.subs):
       assert sub.format_ok and sub.instruction == step.question
-      assert oracle.report_answer(sub.answer) == step.answer
-      assert step.answer in sub.answer.split(oracle.EVIDENCE)[1]
+      assert protocol.report_answer(sub.answer) == step.answer
+      assert step.answer in sub.answer.split(protocol.EVIDENCE)[1]
       visit = next(t for t in sub.turns if t.tool == "visit")
       assert visit.arguments["page"] == doc_id  # The entity's own page.
     for trajectory in (main, *rollout.subs):
@@ -74,7 +79,7 @@ def test_perfect_multi_agent_demonstrations(taskset, tok):
 
 
 def test_demonstrations_are_flat_main_then_subs(taskset, tok):
-  demos = oracle.demonstrations(taskset, tok, context_tokens=2048)
+  demos = demonstrations.demonstrations(taskset, tok, context_tokens=2048)
   expected = sum(1 + t.hops for t in taskset.tasks)
   assert len(demos) == expected
   assert demos[0].agent == "main" and demos[1].agent == "sub"
@@ -82,7 +87,7 @@ def test_demonstrations_are_flat_main_then_subs(taskset, tok):
 
 
 def test_perfect_single_agent_demonstrations(taskset, tok):
-  rows = oracle.oracle_rollouts(taskset, tok, agents=single_config())
+  rows = demonstrations.oracle_rollouts(taskset, tok, agents=single_config())
   for task, [rollout] in zip(taskset.tasks, rows):
     assert rollout.main.agent == "single" and not rollout.subs
     assert rollout.main.format_ok and is_correct(rollout.main.answer, task)
@@ -94,7 +99,7 @@ def test_perfect_single_agent_demonstrations(taskset, tok):
 @pytest.mark.parametrize("mode", ["multi", "single"])
 def test_noise_makes_mistakes_deterministically(taskset, tok, mode):
   def run(seed):
-    return oracle.oracle_rollouts(taskset, tok, agents=single_config(),
+    return demonstrations.oracle_rollouts(taskset, tok, agents=single_config(),
                                   mode=mode, noise=0.4, seed=seed,
                                   group_size=2, context_tokens=2048)
 
@@ -112,7 +117,7 @@ def test_noise_makes_mistakes_deterministically(taskset, tok, mode):
 
 
 def test_policy_counts_its_mistakes(taskset, tok):
-  controller = oracle.oracle_team(taskset, tok, agents_config(), noise=1.0)
+  controller = demonstrations.oracle_team(taskset, tok, agents_config(), noise=1.0)
   controller.run(list(taskset.tasks[:4]), 1, jax.random.key(0))
   made = controller.agents["main"].policy.mistakes
   assert set(made) <= set(oracle.MISTAKES) and sum(made.values()) > 0
@@ -124,7 +129,7 @@ def test_policy_counts_its_mistakes(taskset, tok):
 def test_early_answer_stops_multi_hop_questions_after_the_first_hop(
     taskset, tok, mode):
   def run(early_answer):
-    return oracle.oracle_rollouts(taskset, tok, agents=single_config(),
+    return demonstrations.oracle_rollouts(taskset, tok, agents=single_config(),
                                   mode=mode, early_answer=early_answer,
                                   seed=1, group_size=2, context_tokens=2048)
 
@@ -151,7 +156,7 @@ def test_early_answer_stops_multi_hop_questions_after_the_first_hop(
   if mode == "multi":
     for task, row in zip(taskset.tasks, always):
       for r in row:
-        assert (oracle.report_answer(r.subs[0].answer)
+        assert (protocol.report_answer(r.subs[0].answer)
                 == task.sub_questions[0].answer)
 
 
@@ -161,7 +166,7 @@ def test_lazy_report_answers_from_the_search_results_without_visiting(
   def run(lazy_report, snippet_chars=60):
     config = single_config()
     config.snippet_chars = snippet_chars
-    return oracle.oracle_rollouts(taskset, tok, agents=config,
+    return demonstrations.oracle_rollouts(taskset, tok, agents=config,
                                   mode=mode, lazy_report=lazy_report,
                                   seed=1, group_size=2, context_tokens=2048)
 
@@ -174,7 +179,7 @@ def test_lazy_report_answers_from_the_search_results_without_visiting(
 
   def stated(rows):  # Share of lazy first hops whose answer is not unknown.
     answers = [r.main.answer if mode == "single" and task.hops == 1
-               else oracle.report_answer(r.subs[0].answer) if r.subs
+               else protocol.report_answer(r.subs[0].answer) if r.subs
                else None for row, task in zip(rows, taskset.tasks)
                for r in row]
     answers = [a for a in answers if a is not None]
@@ -192,7 +197,7 @@ def test_lazy_report_answers_from_the_search_results_without_visiting(
       assert count(r_always, "visit") == 0
       assert count(r_always, "search") >= 1 and r_always.main.format_ok
       for sub in r_always.subs:
-        answer = oracle.report_answer(sub.answer)
+        answer = protocol.report_answer(sub.answer)
         assert answer in (oracle.UNKNOWN, gold.get(sub.instruction))
       if task.hops == 1:
         assert r_always.main.answer in (oracle.UNKNOWN,
@@ -219,14 +224,14 @@ def test_bad_policy_arguments_are_named(taskset, tok, kwargs, message):
 
 def test_unknown_question_and_unsupported_config_are_named(taskset, world, tok):
   other = world.task_set("test")
-  controller = oracle.oracle_team(taskset, tok, agents_config())
+  controller = demonstrations.oracle_team(taskset, tok, agents_config())
   with pytest.raises(ValueError, match="no task has the question"):
     controller.run(list(other.tasks[:1]), 1, jax.random.key(0))
   config = agents_config()
   config.reason_tool = True
   with pytest.raises(ValueError, match="reason_tool=True is not supported"):
-    oracle.oracle_team(taskset, tok, config)
+    demonstrations.oracle_team(taskset, tok, config)
   config = agents_config()
   config.sub.first_turn_prefix = "<tool_call>"
   with pytest.raises(ValueError, match="first_turn_prefix"):
-    oracle.oracle_team(taskset, tok, config)
+    demonstrations.oracle_team(taskset, tok, config)

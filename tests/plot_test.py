@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mgrpo_jax import plot
-from mgrpo_jax.training.metrics import JSONL_NAME, MetricsWriter
+from mgrpo_jax.runtime.metrics import JSONL_NAME, MetricsWriter
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import pytest
 from trainer_test_utils import (assert_same_figures, by_step, sigkill_after,
                                 tiny_config)
 
-from mgrpo_jax.training import trainer
-from mgrpo_jax.training.metrics import MetricsWriter
+from mgrpo_jax.train import trainer
+from mgrpo_jax.runtime.metrics import MetricsWriter
 
 STEPS = 8
 EVERY = 4  # Checkpoints at 4 and 8: killed after step 7 is 3 past one.

@@ -1,6 +1,5 @@
 """--role=main and --role=sub as two processes that share only the store."""
 
-import json
 import os
 import pathlib
 import subprocess
@@ -8,7 +7,7 @@ import sys
 
 import pytest
 
-from mgrpo_jax.training.metrics import MetricsWriter
+from mgrpo_jax.runtime.metrics import MetricsWriter
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = """

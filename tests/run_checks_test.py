@@ -9,9 +9,9 @@ import ml_collections
 import pytest
 
 from trainer_test_utils import tiny_config
-from mgrpo_jax.training import trainer
-from mgrpo_jax.training.config_checks import ConfigError, load_config_file
-from mgrpo_jax.training.run_checks import check_run_config
+from mgrpo_jax.train import trainer
+from mgrpo_jax.runtime.config_checks import ConfigError, load_config_file
+from mgrpo_jax.train.run_checks import check_run_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT = load_config_file(str(ROOT / "configs" / "default.py"))

@@ -9,12 +9,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from trainer_test_utils import learner_config
 from flax import nnx
 
+from mgrpo_jax.models import tiny as tiny_model
+from mgrpo_jax.agents import demonstrations
 from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.models.build import init_model
-from mgrpo_jax.training import oracle, sft, tiny
-from mgrpo_jax.training.learner import Batch, LearnerConfig
+from mgrpo_jax.bench import sft_study
+from mgrpo_jax.train import sft
+from mgrpo_jax.agents import tiny_team as tiny
+from mgrpo_jax.train.packing import Batch
 
 # One-hop questions keep demonstrations short (< 512 ids: one T bucket).
 WORLD = WorldConfig(num_entities=20, train_questions=4, validation_questions=1,
@@ -60,7 +65,7 @@ def test_micro_batches_add_up_to_the_whole_batch():
   batch = random_batch()
   out = []
   for micro in (4, 2):
-    trainer = sft.SFTTrainer(Bigram(), LearnerConfig(
+    trainer = sft.SFTTrainer(Bigram(), learner_config(
         learning_rate=1e-2, micro_batch=micro, min_len=16, max_len=16))
     out.append((trainer.step(batch), trainer.step(batch), trainer.params))
     assert trainer.traces == 1  # Same bucket: compiled once.
@@ -91,7 +96,7 @@ def world():
 
 @pytest.fixture(scope="module")
 def tok(world):
-  return tiny.train_tokenizer(tiny.tokenizer_texts(world), 2048)
+  return tiny_model.train_tokenizer(tiny.tokenizer_texts(world), 2048)
 
 
 @pytest.fixture(scope="module")
@@ -108,33 +113,35 @@ def agents():
 
 @pytest.fixture(scope="module")
 def demos(world, tok, agents):
-  return oracle.demonstrations(world.task_set("train"), tok, agents=agents)
+  return demonstrations.demonstrations(world.task_set("train"), tok, agents=agents)
 
 
 def test_warm_start_refuses_bad_arguments(demos):
   with pytest.raises(ValueError, match="steps=0"):
-    sft.warm_start(Bigram(), demos, steps=0, batch_size=2)
+    sft.warm_start(Bigram(), demos, steps=0, batch_size=2,
+                   config=learner_config())
   empty = dataclasses.replace(demos[0],
                               loss_mask=np.zeros_like(demos[0].loss_mask))
   with pytest.raises(ValueError, match="none of the 1 trajectories"):
-    sft.warm_start(Bigram(), [empty], steps=1, batch_size=1)
+    sft.warm_start(Bigram(), [empty], steps=1, batch_size=1,
+                   config=learner_config())
 
 
 @pytest.fixture(scope="module")
 def trained(tok, demos):
   """SFT on the main agent's demonstrations (~290 ids each: one T bucket of
-  384), to keep the test short; `sft.warm_start_tiny_team` measures the
+  384), to keep the test short; `sft_study.warm_start_tiny_team` measures the
   full warm start of both agents."""
   mains = [d for d in demos if d.agent == "main"]
   assert len(mains) == WORLD.train_questions
   assert max(len(d.tokens) for d in mains) <= 384
-  config = tiny.tiny_model_config(tok.vocab_size, hidden_size=64,
+  config = tiny_model.tiny_model_config(tok.vocab_size, hidden_size=64,
                                   max_position_embeddings=CONTEXT)
-  learner = LearnerConfig(warmup_steps=3, micro_batch=len(mains), min_len=48,
-                          max_len=CONTEXT)
+  learner = learner_config(learning_rate=1e-2, warmup_steps=3,
+                           total_steps=STEPS, micro_batch=len(mains),
+                           min_len=48, max_len=CONTEXT)
   return sft.warm_start(init_model(config, seed=0), mains, steps=STEPS,
-                        batch_size=len(mains), seed=0, learning_rate=1e-2,
-                        config=learner)
+                        batch_size=len(mains), seed=0, config=learner)
 
 
 def test_sft_drives_the_loss_down(trained):
@@ -149,7 +156,7 @@ def test_sft_model_keeps_the_protocol_in_greedy_rollouts(trained, tok, world,
   """Through the real sampler and controller: well-formed delegations and
   answers (the untrained sub-agent's reports do not matter here)."""
   model, _ = trained
-  rollouts, figures = sft.greedy_eval(model, tok, world.task_set("train"),
+  rollouts, figures = sft_study.greedy_eval(model, tok, world.task_set("train"),
                                       agents)
   mains = [row[0].main for row in rollouts]
   assert figures["format"] == np.mean([m.format_ok for m in mains])

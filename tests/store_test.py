@@ -1,7 +1,7 @@
-"""Tests for training/store.py: one conformance test for every backend.
+"""Tests for runtime/store.py: one conformance test for every backend.
 
 The gs:// backend runs against an in-memory GCS emulator on 127.0.0.1
-(training/gcs_emulator.py); it is skipped when the test extras
+(tests/gcs_emulator.py); it is skipped when the test extras
 (gcp-storage-emulator, gcsfs) are not installed.
 """
 
@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from mgrpo_jax.training import gcs_emulator
-from mgrpo_jax.training import store as store_lib
+import gcs_emulator
+from mgrpo_jax.runtime import store as store_lib
+from mgrpo_jax.runtime import store_files
 
 FINGERPRINT = {"main_model": "toy-main", "sub_model": "toy-sub", "B": 2,
                "K": 4, "D_max": 3}
@@ -113,7 +114,7 @@ _OTHER_SIDE = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {tests!r})
     import store_test
-    from mgrpo_jax.training import store as store_lib
+    from mgrpo_jax.runtime import store as store_lib
     other = store_lib.open_store({root!r}, fingerprint=store_test.FINGERPRINT,
                                  keep_weights=2)
     for version in (1, 2, 3):
@@ -274,7 +275,7 @@ def test_record_files_are_plain_npz_and_json(tmp_path):
 def _overwrite(store, path, data):
   """Replaces one file of `store` behind its back, as a disk fault would."""
   files = store._files
-  if isinstance(files, store_lib._LocalFiles):
+  if isinstance(files, store_files.LocalFiles):
     with open(files.url(path), "wb") as f:
       f.write(data)
   else:
@@ -284,7 +285,7 @@ def _overwrite(store, path, data):
 def _delete_tree(store, path):
   """Deletes a directory of `store` (on gs://, every object under it)."""
   files = store._files
-  if isinstance(files, store_lib._LocalFiles):
+  if isinstance(files, store_files.LocalFiles):
     shutil.rmtree(files.url(path))
   else:
     key_range = files._ts.KvStore.KeyRange(f"{path}/", f"{path}0")
@@ -328,7 +329,7 @@ def test_store_works_without_hard_links(tmp_path, monkeypatch, no_link):
 def test_create_without_hard_links_waits_for_the_lock_holder(tmp_path,
                                                              monkeypatch):
   monkeypatch.delattr(os, "link")
-  files = store_lib._LocalFiles(str(tmp_path))
+  files = store_files.LocalFiles(str(tmp_path))
   lock = tmp_path / ".lock-first.json"
   lock.touch()
 
@@ -343,7 +344,7 @@ def test_create_without_hard_links_waits_for_the_lock_holder(tmp_path,
   assert (tmp_path / "first.json").read_bytes() == b"first"
 
   # A lock whose holder died: a StoreError that names it, no hang.
-  monkeypatch.setattr(store_lib, "_LOCK_WAIT_S", 0.2)
+  monkeypatch.setattr(store_files, "LOCK_WAIT_S", 0.2)
   (tmp_path / ".lock-second.json").touch()
   with pytest.raises(store_lib.StoreError, match=r"\.lock-second\.json has"):
     files.create("second.json", b"second")

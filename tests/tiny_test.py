@@ -2,12 +2,13 @@
 
 import pytest
 
+from mgrpo_jax.models import tiny as tiny_model
 from mgrpo_jax.agents import prompts
 from mgrpo_jax.agents.chat import ChatRenderer
 from mgrpo_jax.agents.team import check_agents_config
 from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.models.build import init_model
-from mgrpo_jax.training import tiny
+from mgrpo_jax.agents import tiny_team as tiny
 
 WORLD = WorldConfig(num_entities=30, train_questions=8, validation_questions=2,
                     test_questions=2, max_hops=2)
@@ -20,12 +21,12 @@ def world():
 
 @pytest.fixture(scope="module")
 def tok(world):
-  return tiny.train_tokenizer(tiny.tokenizer_texts(world), 1024)
+  return tiny_model.train_tokenizer(tiny.tokenizer_texts(world), 1024)
 
 
 def test_tokenizer_speaks_chatml(tok):
   assert tok.vocab_size <= 1024
-  assert [tok.token_to_id(t) for t in tiny.SPECIAL_TOKENS] == [0, 1, 2]
+  assert [tok.token_to_id(t) for t in tiny_model.SPECIAL_TOKENS] == [0, 1, 2]
   assert tok.eos_token == "<|im_end|>" and tok.stop_token_ids == (2,)
   text = tok.apply_chat_template([{"role": "system", "content": "S"},
                                   {"role": "user", "content": "U"}])
@@ -59,22 +60,22 @@ def test_tokenizer_round_trips_and_compresses_what_agents_see(tok, world):
 @pytest.mark.parametrize("vocab_size", [100, 2.5, None])
 def test_bad_vocab_size_is_named(vocab_size):
   with pytest.raises(ValueError, match=f"vocab_size={vocab_size!r}"):
-    tiny.train_tokenizer(["some text"], vocab_size)
+    tiny_model.train_tokenizer(["some text"], vocab_size)
 
 
 def test_empty_texts_are_refused():
   with pytest.raises(ValueError, match="texts is empty"):
-    tiny.train_tokenizer([], 512)
+    tiny_model.train_tokenizer([], 512)
 
 
 def test_model_config_pads_vocab_and_builds():
-  config = tiny.tiny_model_config(1001)
+  config = tiny_model.tiny_model_config(1001)
   assert config.vocab_size == 1024 and config.family == "llama"
   assert config.tie_word_embeddings and config.rope_theta == 10000.0
   assert (config.num_heads, config.num_kv_heads, config.head_dim) == (4, 2, 32)
   assert config.intermediate_size == 3 * config.hidden_size
-  assert tiny.tiny_model_config(1001, pad_vocab_to=1).vocab_size == 1001
-  small = tiny.tiny_model_config(300, hidden_size=64, num_layers=1)
+  assert tiny_model.tiny_model_config(1001, pad_vocab_to=1).vocab_size == 1001
+  small = tiny_model.tiny_model_config(300, hidden_size=64, num_layers=1)
   model = init_model(small, seed=0)
   assert model.embed.shape == (320, 64)
   assert small.num_params < 100_000
@@ -87,7 +88,7 @@ def test_model_config_pads_vocab_and_builds():
 ])
 def test_bad_model_config_is_named(kwargs, message):
   with pytest.raises(ValueError, match=message):
-    tiny.tiny_model_config(512, **kwargs)
+    tiny_model.tiny_model_config(512, **kwargs)
 
 
 def test_team_assets_are_cached_per_world(tmp_path, monkeypatch):
@@ -106,7 +107,7 @@ def test_team_assets_are_cached_per_world(tmp_path, monkeypatch):
   again, _ = tiny.tiny_team_assets(WORLD, cache_dir=tmp_path, vocab_size=512)
   text = "Which company does Nuko Besho work for?"
   assert again.encode(text) == tok.encode(text)
-  assert again.chat_template == tiny.CHAT_TEMPLATE
+  assert again.chat_template == tiny_model.CHAT_TEMPLATE
   other = WorldConfig(num_entities=30, train_questions=8,
                       validation_questions=2, test_questions=2, max_hops=2,
                       seed=1)

@@ -8,7 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from mgrpo_jax.training import config_checks, toy
+from mgrpo_jax.runtime import config_checks
+from mgrpo_jax import toy
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,18 +24,18 @@ def default_config():
 
 def test_mgrpo_learns_and_beats_frozen_sub():
   trained = toy.run(default_config())
-  assert trained["eval/greedy_accuracy_start"] < 0.1
-  assert trained["eval/greedy_accuracy"] >= 0.9
+  assert trained["eval/accuracy_start"] < 0.1
+  assert trained["eval/accuracy"] >= 0.9
   config = default_config()
-  config.train.train_sub = False
+  config.mode = "frozen_sub"
   frozen = toy.run(config)
-  assert frozen["eval/greedy_accuracy"] < trained["eval/greedy_accuracy"] - 0.5
+  assert frozen["eval/accuracy"] < trained["eval/accuracy"] - 0.5
 
 
 def test_same_seed_same_run_other_seed_other_run():
   config = default_config()
   config.train.steps = 20
-  config.train.log_every = 20
+  config.train.eval_every = 20
   a, b = toy.run(config), toy.run(config)
   config.seed = 1
   c = toy.run(config)
@@ -86,17 +87,24 @@ def test_train_step_compiles_once_across_steps():
     ("align.d_max", 0, "config.align.d_max=0: expected an integer >= 1"),
     ("align.fill", "worst", "config.align.fill='worst': expected one of"),
     ("advantage.scale", "grop", "config.advantage.scale='grop'"),
-    ("loss.aggregation", "mean", "config.loss.aggregation='mean'"),
-    ("loss.eps_low", 1.5, "config.loss.eps_low=1.5: expected a number in [0.0, 1.0]"),
+    ("learner.main.aggregation", "mean",
+     "config.learner.main.aggregation='mean'"),
+    ("learner.sub.eps_low", 1.5,
+     "config.learner.sub.eps_low=1.5: expected a number in [0.0, 1.0]"),
     ("train.group_size", 1, "config.train.group_size=1: expected an integer >= 2"),
-    ("train.learning_rate", 0.0, "config.train.learning_rate=0.0"),
+    ("learner.main.learning_rate", 0.0, "config.learner.main.learning_rate=0.0"),
+    ("learner.sub.inner_epochs", 0, "config.learner.sub.inner_epochs=0"),
+    ("mode", "single", "config.mode='single': expected one of"),
     ("reward.preset", "paper", "config.reward.preset='paper'"),
     ("toy.max_calls", 1, "config.toy.max_calls=1: expected an integer >= 2"),
 ])
 def test_bad_config_names_the_field(field, value, message):
   config = default_config()
-  section, name = field.split(".")
-  config[section][name] = value
+  *sections, name = field.split(".")
+  target = config
+  for section in sections:
+    target = target[section]
+  target[name] = value
   with pytest.raises(config_checks.ConfigError) as error:
     toy.validate(config)
   assert message in str(error.value)

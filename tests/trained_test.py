@@ -9,8 +9,8 @@ from jax.sharding import Mesh
 from model_test_utils import tiny_config, tiny_tokenizer
 
 from mgrpo_jax.models import build
-from mgrpo_jax.training.checkpoints import AgentCheckpointer
-from mgrpo_jax.training.trained import (is_trained_checkpoint, load_trained,
+from mgrpo_jax.runtime.checkpoints import AgentCheckpointer
+from mgrpo_jax.train.trained import (is_trained_checkpoint, load_trained,
                                         write_model_card)
 
 
@@ -23,7 +23,7 @@ def test_newest_or_named_step_onto_a_mesh_with_the_tokenizer(tmp_path):
   tok = tiny_tokenizer()
   root = tmp_path / "run" / "checkpoints"
   saved = {}
-  with AgentCheckpointer(root, "main") as ckpt:
+  with AgentCheckpointer(root, "main", max_to_keep=3, save_every=1) as ckpt:
     for step, seed in ((1, 1), (2, 2)):
       params = nnx.split(build.init_model(config, seed=seed))[1]
       opt_state = optax.adam(1e-3).init(params)
@@ -58,7 +58,7 @@ def test_errors_say_what_is_expected(tmp_path):
     load_trained(root / "main")
   config = tiny_config(num_layers=1)
   params = nnx.split(build.init_model(config, seed=0))[1]
-  with AgentCheckpointer(root, "main") as ckpt:
+  with AgentCheckpointer(root, "main", max_to_keep=3, save_every=1) as ckpt:
     ckpt.save(3, params, optax.sgd(0.1).init(params), key=jax.random.key(0),
               data_position=3)
   with pytest.raises(FileNotFoundError, match=r"step 7 .*saved steps: \[3\]"):

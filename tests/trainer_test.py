@@ -1,21 +1,27 @@
 """The M-GRPO trainer end to end on a tiny team: store, learners, resume
 after SIGKILL, staleness, a sub side that never answers, bad configs."""
 
+import json
 import pathlib
 
 import pytest
 from flax import nnx
 from trainer_test_utils import by_step, sigkill_after, tiny_config
 
+from mgrpo_jax.models import tiny as tiny_model
+from mgrpo_jax.agents import demonstrations
 from mgrpo_jax import evaluate
 from mgrpo_jax.agents.team import agents_config
 from mgrpo_jax.data.world import WorldConfig, generate_world
-from mgrpo_jax.training import oracle, tiny, trainer
-from mgrpo_jax.training.diagnostics import Grader
-from mgrpo_jax.training.trained import load_trained
-from mgrpo_jax.training.config_checks import ConfigError
-from mgrpo_jax.training.metrics import MetricsWriter
-from mgrpo_jax.training.store import StoreTimeout
+from mgrpo_jax.agents import tiny_team as tiny
+from mgrpo_jax.train import side as side_lib
+from mgrpo_jax.train import evaluator
+from mgrpo_jax.train import trainer
+from mgrpo_jax.agents.diagnostics import Grader
+from mgrpo_jax.train.trained import load_trained
+from mgrpo_jax.runtime.config_checks import ConfigError
+from mgrpo_jax.runtime.metrics import MetricsWriter
+from mgrpo_jax.runtime.store import StoreTimeout
 
 def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
@@ -48,7 +54,7 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   # greedy rollouts of both agents score what the trainer's own did.
   sub, _, step = load_trained(run / "checkpoints" / "sub")
   assert step == 3
-  assert trainer.checksum(nnx.state(sub)) == (
+  assert side_lib.checksum(nnx.state(sub)) == (
       expected[3]["weights/published_checksum"])
   scored = evaluate.evaluate(ref, checkpoint=str(run / "checkpoints" / "main"),
                              output_dir=str(tmp_path / "eval"),
@@ -56,6 +62,24 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   assert scored["pass@1"] == expected[3]["eval/accuracy"]
   assert scored["format"] == expected[3]["eval/format"]
   assert scored["sub_calls_per_rollout"] == expected[3]["eval/sub_calls"]
+  # The warm start stays as step 0 beside the newest max_to_keep = 3
+  # checkpoints, and scores what the trainer's step-0 evaluation did; any
+  # split can be evaluated ("synthetic:test" with a training config).
+  for agent in ("main", "sub"):
+    assert sorted(int(p.name) for p in (run / "checkpoints" / agent).iterdir()
+                  if p.name.isdigit()) == [0, 1, 2, 3]
+  start = evaluate.evaluate(ref, checkpoint=str(run / "checkpoints" / "main"
+                                                / "0"),
+                            output_dir=str(tmp_path / "eval0"), progress=False)
+  assert start["pass@1"] == expected[0]["eval/accuracy"]
+  assert start["format"] == expected[0]["eval/format"]
+  evaluate.evaluate(ref, data="synthetic:test",
+                    checkpoint=str(run / "checkpoints" / "main"),
+                    output_dir=str(tmp_path / "eval_test"), progress=False)
+  written = json.loads((tmp_path / "eval_test" / "metrics.json").read_text())
+  assert written["split"] == "test"
+  lines = (tmp_path / "eval_test" / "transcripts.jsonl").read_text()
+  assert len(lines.splitlines()) == ref.world.test_questions
 
   # 2. The same run in a child process, SIGKILLed once step 1 is logged
   # and checkpointed. Its own cache: it trains its tokenizer and warm start
@@ -132,23 +156,23 @@ def test_evaluate_scores_greedy_and_sampled_rollouts():
                                      validation_questions=2,
                                      test_questions=2, max_hops=2))
   taskset = world.task_set("train")
-  tok = tiny.train_tokenizer(tiny.tokenizer_texts(world), 512)
+  tok = tiny_model.train_tokenizer(tiny.tokenizer_texts(world), 512)
   # The perfect oracle team answers every question, greedy or sampled.
-  team = oracle.oracle_team(taskset, tok, agents_config())
-  figures = trainer.evaluate(team, list(taskset.tasks), samples=3)
+  team = demonstrations.oracle_team(taskset, tok, agents_config())
+  figures = evaluator.evaluate(team, list(taskset.tasks), samples=3)
   for key in ("accuracy", "sampled_accuracy", "sampled_format"):
     assert figures[f"eval/{key}"] == 1.0, key
-  assert "eval/sampled_accuracy" not in trainer.evaluate(
+  assert "eval/sampled_accuracy" not in evaluator.evaluate(
       team, list(taskset.tasks))
   # With a grader, the per-agent diagnostics; a prefix names the split.
-  figures = trainer.evaluate(team, list(taskset.tasks), prefix="test",
+  figures = evaluator.evaluate(team, list(taskset.tasks), prefix="test",
                              grader=Grader(taskset.documents))
   assert figures["test/accuracy"] == 1.0 and "time/test" in figures
   assert figures["test/sub_report_accuracy"] == 1.0
   assert figures["test/visits_per_hop"] == 1.0
   # One that errs on every turn: all 18 sampled rollouts are scored.
-  team = oracle.oracle_team(taskset, tok, agents_config(), noise=1.0)
-  figures = trainer.evaluate(team, list(taskset.tasks), samples=3)
+  team = demonstrations.oracle_team(taskset, tok, agents_config(), noise=1.0)
+  figures = evaluator.evaluate(team, list(taskset.tasks), samples=3)
   assert figures["eval/accuracy"] == 0.0
   assert figures["eval/sampled_accuracy"] * 18 == pytest.approx(
       round(figures["eval/sampled_accuracy"] * 18))
@@ -211,10 +235,11 @@ def test_the_sub_side_builds_only_what_it_trains(tmp_path, monkeypatch):
   config.mesh.share = False
   config.mesh.main.devices = 64
   config.mesh.sub.devices = 2
-  side = trainer._Side(config, "sub", lambda m: None)
+  side = side_lib.Side(config, "sub", lambda m: None)
   try:
     assert list(side.meshes) == ["sub"]
     assert side.main is None and side.controller is None
-    assert side.sub is not None and side.sub.mesh.devices.size == 2
+    assert list(side.learners) == ["sub"]
+    assert side.learners["sub"].mesh.devices.size == 2
   finally:
     side.close()

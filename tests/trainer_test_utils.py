@@ -6,9 +6,17 @@ import time
 
 import pytest
 
-from mgrpo_jax.training.config_checks import load_config_file
+from mgrpo_jax.runtime.config_checks import load_config_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def learner_config(**overrides):
+  """A LearnerConfig: configs/default.py's `learner.main` with `overrides`
+  (the config file holds the one default of every field)."""
+  from mgrpo_jax.train.learner import LearnerConfig
+  section = load_config_file(ROOT / "configs" / "default.py").learner.main
+  return LearnerConfig(**{**section.to_dict(), **overrides})
 
 
 def tiny_config(tmp_path, **train):
@@ -117,7 +125,7 @@ def sigkill_after(config, tmp_path, step: int, cache=None, also=None):
   metrics, so without `also` the kill may land before or after them.
   Returns the figures logged before the kill."""
   import signal
-  from mgrpo_jax.training.metrics import MetricsWriter
+  from mgrpo_jax.runtime.metrics import MetricsWriter
   proc, log_file = run_child(config, tmp_path, "killed", cache)
   metrics_file = pathlib.Path(config.run_dir) / "all" / "metrics.jsonl"
   try:

@@ -7,15 +7,17 @@ from trainer_test_utils import tiny_config
 from mgrpo_jax.data.task import TaskSet
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.models.hf_checkpoint import read_hf_checkpoint
-from mgrpo_jax.training import tiny, trainer
-from mgrpo_jax.training.warm_start import warm_start_key, warm_started
+from mgrpo_jax.agents import tiny_team as tiny
+from mgrpo_jax.train import team_build
+from mgrpo_jax.train import data as train_data
+from mgrpo_jax.train.warm_start import warm_start_key, warm_started
 
 
 def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
                                                          monkeypatch):
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
   config = tiny_config(tmp_path)
-  data = trainer.load_data(config)
+  data = train_data.load_data(config)
   tok, model_config = tiny.tiny_team_assets(
       WorldConfig(**config.world.to_dict()),
       vocab_size=config.model.vocab_size,
@@ -24,7 +26,7 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
       max_position_embeddings=config.agents.main.context_tokens)
   taskset = TaskSet("sft", data.train[:config.sft.questions],
                     data.backend.documents)
-  agents = trainer.agents_section(config)
+  agents = team_build.agents_section(config)
   logs = []
   first, figures = warm_started(config, taskset, tok, model_config, agents,
                                 log=logs.append)

@@ -107,3 +107,23 @@ def test_two_processes_prepare_the_same_world_at_once(tmp_path):
   for p, out in zip(procs, outs):
     assert p.returncode == 0, out[-2000:]
   assert outs[0].splitlines()[-1] == outs[1].splitlines()[-1] == "16 40"
+
+
+def test_building_says_one_line_and_reading_says_nothing(tmp_path, caplog,
+                                                         capsys):
+  world = dataclasses.replace(SMALL, seed=9)
+  caplog.set_level("DEBUG", logger="mgrpo_jax")
+  load_world("train", config=world, data_dir=tmp_path)
+  said = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+  assert len(said) == 1, said
+  assert said[0].startswith(
+      "world: built 40 entities, 16/6/8 train/validation/test questions in ")
+  assert said[0].endswith(f" -> {tmp_path} ({config_name(world)})")
+  # tfds' print for a download that never happens is kept back (DEBUG).
+  assert "Downloading and preparing" not in capsys.readouterr().out
+  assert any("Downloading and preparing" in r.getMessage()
+             for r in caplog.records if r.levelname == "DEBUG")
+  caplog.clear()
+  load_world("test", config=world, data_dir=tmp_path)
+  load_world_documents(world, data_dir=tmp_path)
+  assert not [r for r in caplog.records if r.name.startswith("mgrpo_jax")]

@@ -24,6 +24,11 @@ SUB_ROLE = (
     "Search the document collection, read the most relevant pages, and "
     "finish with a short report of what you found (the answer to the task "
     "first, then the evidence).")
+VERIFIER_ROLE = (
+    "You are a verifier sub-agent. You get one claim from the main agent. "
+    "Find the page the claim is about, read it, and finish with a short "
+    "verdict: supported or not supported, then the page's sentence that "
+    "decides it.")
 SINGLE_ROLE = (
     "You are a research agent. Answer the user's question by searching a "
     "document collection and reading pages.")

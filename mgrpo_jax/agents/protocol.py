@@ -137,3 +137,12 @@ def render_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
 def render_answer(answer: str) -> str:
   """The text of a final answer."""
   return f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+
+
+# A sub-agent report is "<answer>. Evidence: <the page's sentence>".
+EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
+
+
+def report_answer(report: str) -> str:
+  """The answer part of a sub-agent report."""
+  return report.split(EVIDENCE)[0].strip().rstrip(".").strip()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -74,6 +74,9 @@ class Delegation:
 DELEGATE = ToolSpec("delegate", {"task": "string"},
                     description="Give one sub-task to a sub-agent, which "
                     "searches and reads pages; returns its report.")
+VERIFY = ToolSpec("verify", {"claim": "string"},
+                  description="Have a verifier sub-agent check one claim "
+                  "against the pages; returns its verdict and evidence.")
 REASON = ToolSpec("reason", {"problem": "string"},
                   description="Think a problem through with a reasoning "
                   "model; returns its reasoning and result.")
@@ -194,6 +197,15 @@ class RolloutController:
                        for name, a in self.agents.items()}
     self._params = {name: _with_stops(a) for name, a in self.agents.items()}
     self.calls = collections.Counter()  # Sampler calls per agent (last run).
+
+  def load_weights(self, agent: str, params: Any, version: int) -> None:
+    """Gives agent `agent`'s sampler new weights (`version`: the learner's
+    update count, recorded in every trajectory it samples); the one way
+    trained weights reach a sampler."""
+    if agent not in self.agents:
+      raise ValueError(f"load_weights: no agent {agent!r}; expected one of "
+                       f"{sorted(self.agents)}.")
+    self.agents[agent].policy.update_weights(params, version=version)
 
   def run(self, tasks: Sequence[Task], group_size: int, key: jax.Array, *,
           on_rollout: Callable[[Rollout], None] | None = None

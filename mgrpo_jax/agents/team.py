@@ -1,22 +1,29 @@
 """Builds the agent team a config describes: multi-agent or single-agent.
 
-  multi:   main agent (delegate [+ reason]) -> sub-agent (search, visit)
+  multi:   main agent -> one sub-agent per kind in `agents.sub_kinds`, each
+           behind its own delegation tool [+ reason, on the first kind's
+           model]; the kinds (`KINDS`):
+             sub       delegate(task)  -> searches and reads, reports
+             verifier  verify(claim)   -> checks a claim against the pages
   single:  one agent with search and visit itself (the single-agent GRPO
            baseline)
 
 Each agent gets its own `sampling.Engine` (its own cache rows and weights),
-so each can later receive its own trained weights.
+so each can later receive its own trained weights (`load_weights`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+import dataclasses
+
 import ml_collections
 
 from mgrpo_jax.agents import prompts
-from mgrpo_jax.agents.rollout import (DELEGATE, REASON, Agent, Delegation,
-                                      RolloutController)
+from mgrpo_jax.agents.protocol import ToolSpec
+from mgrpo_jax.agents.rollout import (DELEGATE, REASON, VERIFY, Agent,
+                                      Delegation, RolloutController)
 from mgrpo_jax.agents.tools import SearchBackend, ToolRegistry, search_and_visit
 from mgrpo_jax.sampling.engine import Engine
 from mgrpo_jax.sampling.sampling_params import SamplingParams
@@ -24,12 +31,57 @@ from mgrpo_jax.sampling.sampling_params import SamplingParams
 MODES = ("multi", "single")
 
 
+@dataclasses.dataclass(frozen=True)
+class SubKind:
+  """A kind of sub-agent: its agent name (also its config sections'
+  name: agents.<name>, learner.<name>, mesh.<name>), the main agent's tool
+  that opens one, and its role prompt."""
+  name: str
+  tool: ToolSpec
+  role: str
+
+
+KINDS = {k.name: k for k in (
+    SubKind("sub", DELEGATE, prompts.SUB_ROLE),
+    SubKind("verifier", VERIFY, prompts.VERIFIER_ROLE),
+)}
+TOOLS = ("search", "visit")  # What a sub-agent kind may be given.
+
+
+def sub_kinds(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+  """The sub-agent kinds of the `agents` section (none for a single agent)."""
+  return () if config.mode == "single" else tuple(config.sub_kinds)
+
+
+def check_kinds(config: ml_collections.ConfigDict) -> None:
+  """Raises ValueError unless `sub_kinds` names distinct known kinds, each
+  with a non-empty tuple of tools."""
+  kinds = config.sub_kinds
+  if (not isinstance(kinds, (tuple, list)) or not kinds
+      or len(set(kinds)) != len(kinds)):
+    raise ValueError(f"config.agents.sub_kinds={kinds!r}: expected a tuple "
+                     f"of distinct sub-agent kinds, at least one, of "
+                     f"{sorted(KINDS)}.")
+  for kind in kinds:
+    if kind not in KINDS:
+      raise ValueError(f"config.agents.sub_kinds={tuple(kinds)!r}: unknown "
+                       f"sub-agent kind {kind!r}; expected kinds of "
+                       f"{sorted(KINDS)}.")
+    tools = config[kind].tools
+    if (not isinstance(tools, (tuple, list)) or not tools
+        or not set(tools) <= set(TOOLS)):
+      raise ValueError(f"config.agents.{kind}.tools={tools!r}: expected a "
+                       f"non-empty tuple of {list(TOOLS)} (a sub-agent kind "
+                       "needs a tool to work with).")
+
+
 def check_agents_config(config: ml_collections.ConfigDict) -> None:
   """Raises ValueError naming the field when a value is unusable."""
   if config.mode not in MODES:
     raise ValueError(f"config.agents.mode={config.mode!r}: expected one of "
                      f"{list(MODES)}.")
-  for side in ("main", "sub"):
+  check_kinds(config)
+  for side in ("main", *config.sub_kinds):
     section = config[side]
     for field in ("max_turns", "max_new_tokens", "context_tokens", "rows"):
       value = section[field]
@@ -70,18 +122,22 @@ def _sampling(config: ml_collections.ConfigDict,
 def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
                main_model: Any = None, main_tokenizer: Any,
                sub_model: Any = None, sub_tokenizer: Any = None,
+               sub_models: Mapping[str, Any] | None = None,
                policies: Mapping[str, Any] | None = None
                ) -> RolloutController:
   """The controller for `config` (the `agents` section of a run config).
 
-  Each agent samples from an `Engine` over its model, unless `policies`
-  gives it another `Policy` by name ("main", "sub"; the single agent is
-  "main"), e.g. the oracle of training/oracle.py.
+  Each agent samples from an `Engine` over its model: the main agent's
+  `main_model`; a sub-agent kind's `sub_models[kind]`, else `sub_model`,
+  else the main agent's. `policies` may give an agent another `Policy` by
+  name ("main", a kind; the single agent is "main"), e.g. the oracle of
+  agents/oracle.py.
   """
   check_agents_config(config)
-  search_tools = search_and_visit(backend, default_k=config.search_k,
-                                  visit_budget_chars=config.visit_chars,
-                                  snippet_chars=config.snippet_chars)
+  search_tools = {t.spec.name: t for t in search_and_visit(
+      backend, default_k=config.search_k,
+      visit_budget_chars=config.visit_chars,
+      snippet_chars=config.snippet_chars)}
   policies = dict(policies or {})
   if main_model is None and "main" not in policies:
     raise ValueError("build_team: expected main_model (or a 'main' policy).")
@@ -92,23 +148,29 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
   if config.mode == "single":
     single = Agent("single", main_engine, main_tokenizer, prompts.SINGLE_ROLE,
                    _sampling(config, config.main),
-                   tools=ToolRegistry(search_tools),
+                   tools=ToolRegistry(list(search_tools.values())),
                    max_turns=config.main.max_turns,
                    first_turn_prefix=config.sub.first_turn_prefix, **common)
     return RolloutController(single)
-  sub_model = main_model if sub_model is None else sub_model
   sub_tokenizer = main_tokenizer if sub_tokenizer is None else sub_tokenizer
-  sub_engine = policies.get("sub") or _engine(sub_model, config.sub)
-  delegations = [Delegation(DELEGATE, "sub")]
-  others = [Agent("sub", sub_engine, sub_tokenizer, prompts.SUB_ROLE,
-                  _sampling(config, config.sub),
-                  tools=ToolRegistry(search_tools),
-                  max_turns=config.sub.max_turns,
-                  first_turn_prefix=config.sub.first_turn_prefix, **common)]
-  if config.reason_tool:  # The reasoner runs on the sub-agent's model.
+  delegations, others, engines = [], [], {}
+  for name in config.sub_kinds:
+    kind, section = KINDS[name], config[name]
+    model = (sub_models or {}).get(name) or sub_model or main_model
+    engines[name] = policies.get(name) or _engine(model, section)
+    delegations.append(Delegation(kind.tool, name))
+    others.append(Agent(
+        name, engines[name], sub_tokenizer, kind.role,
+        _sampling(config, section),
+        tools=ToolRegistry([search_tools[t] for t in section.tools]),
+        max_turns=section.max_turns,
+        first_turn_prefix=section.first_turn_prefix, **common))
+  if config.reason_tool:  # The reasoner runs on the first kind's model.
+    first = config.sub_kinds[0]
     delegations.append(Delegation(REASON, "reasoner"))
-    others.append(Agent("reasoner", sub_engine, sub_tokenizer,
-                        prompts.REASONER_ROLE, _sampling(config, config.sub),
+    others.append(Agent("reasoner", engines[first], sub_tokenizer,
+                        prompts.REASONER_ROLE, _sampling(config,
+                                                         config[first]),
                         max_turns=1, free_text=True, **common))
   main = Agent("main", main_engine, main_tokenizer, prompts.MAIN_ROLE,
                _sampling(config, config.main), delegations=delegations,
@@ -143,4 +205,13 @@ def agents_config() -> ml_collections.ConfigDict:
   c.sub.context_tokens = 4096  # Sub-agent context budget (its cache length).
   c.sub.rows = 32  # Sub-agent conversations live at once.
   c.sub.first_turn_prefix = ""  # Same for the sub-agent (and the single agent, which searches).
+  c.sub.tools = ("search", "visit")  # The sub-agent's tools.
+  c.sub_kinds = ("sub",)  # Sub-agent kinds of the team, each its own model, learner, mesh and store channel (KINDS: "sub", "verifier").
+  c.verifier = ml_collections.ConfigDict()  # The verifier kind (used when "verifier" is in sub_kinds).
+  c.verifier.max_turns = 3  # Verifier turns before it must give its verdict.
+  c.verifier.max_new_tokens = 160  # Tokens per verifier turn.
+  c.verifier.context_tokens = 4096  # Verifier context budget (its cache length).
+  c.verifier.rows = 32  # Verifier conversations live at once.
+  c.verifier.first_turn_prefix = ""  # Text the verifier's first turn starts with.
+  c.verifier.tools = ("search", "visit")  # The verifier's tools.
   return c

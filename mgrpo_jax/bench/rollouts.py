@@ -26,6 +26,8 @@ import jax
 
 from mgrpo_jax import evaluate
 from mgrpo_jax.agents.team import build_team
+from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.train.evaluator import roll_out
 from mgrpo_jax.bench.common import machine
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_tasks
@@ -62,16 +64,16 @@ def _run(mode, config, model, tok, backend, tasks, k, warmup):
     controller.run(*warmup, jax.random.key(0))
     print(f"  {mode}: warm-up took {time.perf_counter() - start:.1f} s",
           flush=True)
-  start = time.perf_counter()
-  rollouts = controller.run(tasks, k, jax.random.key(0))
-  seconds = time.perf_counter() - start
+  run = roll_out(controller, tasks, k, jax.random.key(0),
+                 reward_weights("mgrpo"))
+  seconds = run.figures["seconds"]
   print(f"  {mode}: timed run took {seconds:.1f} s", flush=True)
-  tokens = sum(t.num_generated for row in rollouts for r in row
-               for t in [r.main, *r.subs])
+  rollouts = run.rollouts
   delegations = sum(len(r.subs) for row in rollouts for r in row)
   result = {"mode": mode, "rows": config.agents.main.rows,
-            "generated_tokens": tokens, "seconds": seconds,
-            "tokens_per_second": tokens / seconds,
+            "generated_tokens": int(run.figures["generated_tokens"]),
+            "seconds": seconds,
+            "tokens_per_second": run.figures["tokens_per_second"],
             "sampler_calls": dict(controller.calls),
             "delegations": delegations}
   return result, rollouts

@@ -10,28 +10,37 @@ builders' version is `WORLD_VERSION`, so a changed generator writes afresh.
 
 Files live under `<data_dir>/<builder>/<config name>/<version>/`, where
 data_dir is the argument, else `$MGRPO_JAX_CACHE/tfds`, else
-`~/.cache/mgrpo_jax/tfds`.
+`~/.cache/mgrpo_jax/tfds`. Building says so in one line ("world: built 40
+entities, ..."; runtime/logs.py); tfds' own output while building (its
+"Downloading and preparing dataset" print, for a world nothing downloads,
+and its progress bars) is kept back, shown only with --verbosity=1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
+import io
 import os
 import pathlib
+import time
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 import tensorflow_datasets as tfds
+from tensorflow_datasets.core.utils import tqdm_utils
 
 from mgrpo_jax.data.corpus import Document
 from mgrpo_jax.data.task import SubQuestion, Task, TaskSet
+from mgrpo_jax.runtime import logs
+from mgrpo_jax.runtime.cache import cache_root
 from mgrpo_jax.data.world import (SOURCE, SPLITS, WORLD_VERSION, WorldConfig,
                                   check_split, generate_world)
 
-CACHE_ENV = "MGRPO_JAX_CACHE"  # As in models/loading.py (not imported: jax).
 CORPUS_SPLIT = "corpus"
+BUILDERS = ("synthetic_world", "synthetic_world_corpus")  # tfds names.
 
 
 def default_data_dir(data_dir: str | os.PathLike | None = None
@@ -39,8 +48,7 @@ def default_data_dir(data_dir: str | os.PathLike | None = None
   """`data_dir`, else $MGRPO_JAX_CACHE/tfds, else ~/.cache/mgrpo_jax/tfds."""
   if data_dir:
     return pathlib.Path(data_dir).expanduser()
-  root = os.environ.get(CACHE_ENV) or "~/.cache/mgrpo_jax"
-  return pathlib.Path(root).expanduser() / "tfds"
+  return cache_root() / "tfds"
 
 
 def config_name(config: WorldConfig) -> str:
@@ -141,9 +149,29 @@ class SyntheticWorldCorpus(tfds.core.GeneratorBasedBuilder):
       yield doc.doc_id, dataclasses.asdict(doc)
 
 
-def _source(builder_name: str, split: str, config: WorldConfig,
-            data_dir: str | os.PathLike | None):
-  """The split as a random-access data source, prepared on first use.
+@contextlib.contextmanager
+def _tfds_output_kept_back():
+  """Runs tfds with its stdout prints caught and its progress bars off;
+  what it printed goes to `logs.detail`."""
+  # tfds has a switch for its bars but no getter: its flag is read to put
+  # back what it was.
+  bars = getattr(tqdm_utils, "_active", True)
+  tfds.display_progress_bar(False)
+  printed = io.StringIO()
+  try:
+    with contextlib.redirect_stdout(printed):
+      yield
+  finally:
+    tfds.display_progress_bar(bars)
+    for line in printed.getvalue().splitlines():
+      if line.strip():
+        logs.detail(f"tfds: {line.strip()}")
+
+
+def prepare_world(config: WorldConfig,
+                  data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+  """Writes the world's files (both builders) unless they are there, saying
+  in one line what it built; returns the data directory.
 
   Processes sharing the cache (a run's --role=main and --role=sub on one
   host) take turns under a file lock: the first prepares the files, the
@@ -152,15 +180,38 @@ def _source(builder_name: str, split: str, config: WorldConfig,
   """
   directory = default_data_dir(data_dir)
   directory.mkdir(parents=True, exist_ok=True)
-  with open(directory / f".{builder_name}.lock", "a") as lock:
+  with open(directory / ".synthetic_world.lock", "a") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
-    return tfds.data_source(
-        builder_name, split=split, data_dir=os.fspath(directory),
-        builder_kwargs={"config": builder_config(config),
-                        "file_format": "array_record"},
-        download_and_prepare_kwargs={
-            "download_config": tfds.download.DownloadConfig(
-                try_download_gcs=False)})
+    missing = [builder for builder in (
+        tfds.builder(name, data_dir=os.fspath(directory),
+                     config=builder_config(config),
+                     file_format="array_record") for name in BUILDERS)
+               if not builder.is_prepared()]
+    if not missing:
+      return directory
+    start = time.perf_counter()
+    with _tfds_output_kept_back():
+      for builder in missing:
+        builder.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(
+                try_download_gcs=False))
+    world = _world(config)
+    sizes = "/".join(str(len(world.splits[split])) for split in SPLITS)
+    logs.say(f"world: built {len(world.documents)} entities, {sizes} "
+             f"{'/'.join(SPLITS)} questions in "
+             f"{time.perf_counter() - start:.1f} s -> {directory} "
+             f"({config_name(config)})")
+  return directory
+
+
+def _source(builder_name: str, split: str, config: WorldConfig,
+            data_dir: str | os.PathLike | None):
+  """The split as a random-access data source, prepared on first use."""
+  directory = prepare_world(config, data_dir)
+  return tfds.data_source(
+      builder_name, split=split, data_dir=os.fspath(directory),
+      download=False, builder_kwargs={"config": builder_config(config),
+                                      "file_format": "array_record"})
 
 
 def _text(value: Any) -> str:

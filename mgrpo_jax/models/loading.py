@@ -18,8 +18,6 @@ import importlib.util
 import json
 import os
 import pathlib
-import shutil
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -36,8 +34,9 @@ from mgrpo_jax.models.hf_checkpoint import (CONFIG_FILE, CheckpointError,
                                             read_hf_checkpoint,
                                             write_hf_checkpoint)
 from mgrpo_jax.models.tokenizer import Tokenizer
+from mgrpo_jax.runtime.cache import (CACHE_ENV, cache_root,  # noqa: F401
+                                     write_entry)
 
-CACHE_ENV = "MGRPO_JAX_CACHE"
 STAMP_FILE = "mgrpo_jax_conversion.json"
 CONVERTER_VERSION = 1  # Bump when a conversion's output changes.
 
@@ -101,12 +100,6 @@ register(NamedModel(
 ))
 
 
-def cache_root(cache_dir: str | os.PathLike | None = None) -> pathlib.Path:
-  """`cache_dir`, else $MGRPO_JAX_CACHE, else ~/.cache/mgrpo_jax."""
-  root = cache_dir or os.environ.get(CACHE_ENV) or "~/.cache/mgrpo_jax"
-  return pathlib.Path(root).expanduser()
-
-
 def enable_compilation_cache(cache_dir: str | os.PathLike | None = None
                              ) -> pathlib.Path:
   """Keeps XLA compilations on disk under `<cache root>/xla`, so a later run
@@ -136,28 +129,16 @@ def converted_checkpoint(name: str,
            "source": entry.source()}
   if _read_stamp(target) == stamp:
     return target
-  root.mkdir(parents=True, exist_ok=True)
   start = time.perf_counter()
-  tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=root))
-  tmp.chmod(0o755)  # mkdtemp makes it private; the cache is a normal folder
-  try:
+
+  def build(folder: pathlib.Path) -> None:
     ckpt = entry.convert()
-    write_hf_checkpoint(tmp, ckpt.config, ckpt.arrays, ckpt.tokenizer,
+    write_hf_checkpoint(folder, ckpt.config, ckpt.arrays, ckpt.tokenizer,
                         dtype=np.float32)
-    (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n",
-                                  encoding="utf-8")
-    if target.exists():  # stale: move it aside, then swap the new one in
-      stale = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.stale-",
-                                            dir=root))
-      os.rename(target, stale / name)
-      shutil.rmtree(stale, ignore_errors=True)
-    try:
-      os.rename(tmp, target)
-    except OSError:
-      if _read_stamp(target) != stamp:  # not a concurrent identical conversion
-        raise
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)
+    (folder / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n",
+                                     encoding="utf-8")
+
+  write_entry(target, build, is_complete=lambda d: _read_stamp(d) == stamp)
   logging.info("Converted %s into %s in %.1f s.", name, target,
                time.perf_counter() - start)
   return target

@@ -1,7 +1,7 @@
 """The trainer's SFT warm start: one model every agent starts from, cached.
 
 Before M-GRPO, the tiny from-scratch model learns the protocol from oracle
-demonstrations (training/oracle.py) of the run's train questions: every
+demonstrations (agents/oracle.py) of the run's train questions: every
 agent's trajectories (main and sub-agent, or the single agent), so one SFT
 serves the whole team, as a pretrained checkpoint would. Each agent then
 trains its own copy on its own mesh; nothing is shared after this point.
@@ -20,23 +20,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pathlib
-import shutil
-import tempfile
 import time
 from typing import Any, Callable
 
 import ml_collections
 
+from mgrpo_jax.agents.team import KINDS
 from mgrpo_jax.data.task import TaskSet
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.models.build import init_model
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.hf_checkpoint import save_hf_checkpoint
-from mgrpo_jax.models.loading import cache_root
 from mgrpo_jax.models.tokenizer import Tokenizer
-from mgrpo_jax.training import oracle, sft, tiny
+from mgrpo_jax.agents import demonstrations
+from mgrpo_jax.runtime.cache import cache_root, write_entry
+from mgrpo_jax.train import sft
+from mgrpo_jax.train.learner import LearnerConfig
+from mgrpo_jax.agents import tiny_team as tiny
 
 CACHE_DIR = "warm_starts"  # Under the cache root.
 VERSION = 2  # Bump when the demonstrations or the SFT recipe change.
@@ -52,15 +53,34 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
   # change its demonstrations.
   agents = {k: v for k, v in config.agents.to_dict().items()
             if k not in SAMPLING_FIELDS}
+  # The oracle plays the main agent and the "sub" kind only, always with
+  # both tools: the other kinds' settings do not change its demonstrations
+  # (and leaving them out keeps the keys of earlier versions' entries).
+  for name in ("sub_kinds", *[k for k in KINDS if k != "sub"]):
+    agents.pop(name, None)
+  agents["sub"] = {k: v for k, v in agents["sub"].items() if k != "tools"}
   blob = json.dumps({
       "model": config.model.to_dict(), "world": config.world.to_dict(),
       "sft": sft_section, "agents": agents,
+      # SFT's optimizer is the main learner's (sft_settings).
+      "learner": config.learner.main.to_dict(),
       "mode": "single" if config.mode == "single" else "multi",
       # The tokenizer changes with the world and the protocol texts.
       "tokenizer": tiny.tokenizer_key(WorldConfig(**config.world.to_dict()),
                                       config.model.vocab_size),
       "seed": config.seed, "version": VERSION}, sort_keys=True)
   return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def sft_settings(config: ml_collections.ConfigDict,
+                 model_config: ModelConfig) -> LearnerConfig:
+  """The warm start's optimizer: the main agent's learner section with
+  SFT's steps, batch and learning rate (sft.sft_learner_config)."""
+  return sft.sft_learner_config(
+      config.learner.main.to_dict(), steps=config.sft.steps,
+      batch_size=config.sft.batch_size,
+      learning_rate=config.sft.learning_rate,
+      max_len=model_config.max_position_embeddings)
 
 
 def warm_start_dir(config: ml_collections.ConfigDict) -> pathlib.Path:
@@ -84,7 +104,11 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
     return directory, {**figures, "sft/cached": 1.0}
   start = time.perf_counter()
   mode = agents.mode
-  demos = oracle.demonstrations(taskset, tokenizer, mode=mode,
+  # The oracle demonstrates the "sub" kind; every kind starts from the
+  # model that learned it (a kind's own protocol is the same: tools, report).
+  agents = ml_collections.ConfigDict(agents.to_dict())
+  agents.sub_kinds = ("sub",)
+  demos = demonstrations.demonstrations(taskset, tokenizer, mode=mode,
                                 noise=config.sft.noise,
                                 early_answer=config.sft.early_answer,
                                 lazy_report=config.sft.lazy_report,
@@ -103,7 +127,7 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   model, losses = sft.warm_start(
       model, demos, steps=config.sft.steps,
       batch_size=config.sft.batch_size, seed=config.seed,
-      learning_rate=config.sft.learning_rate, on_step=progress)
+      config=sft_settings(config, model_config), on_step=progress)
   figures = {"sft/steps": float(config.sft.steps),
              "sft/demonstrations": float(len(demos)),
              "sft/loss_first": float(losses[0]),
@@ -115,19 +139,12 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
 
 def _save(model: Any, tokenizer: Tokenizer, figures: dict[str, float],
           directory: pathlib.Path) -> None:
-  """Writes the checkpoint next to `directory` and renames it into place:
-  a reader never sees half a warm start; a concurrent writer's copy wins."""
-  directory.parent.mkdir(parents=True, exist_ok=True)
-  tmp = pathlib.Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory.parent))
-  try:
-    save_hf_checkpoint(model, tokenizer, tmp)
-    (tmp / FIGURES).write_text(json.dumps(figures, indent=1) + "\n")
-    if directory.exists():  # An old entry (cache=False retrains): replace.
-      shutil.rmtree(directory)
-    try:
-      os.rename(tmp, directory)
-    except OSError:
-      if not (directory / FIGURES).is_file():
-        raise
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)
+  """Writes the checkpoint beside `directory` and renames it into place
+  (runtime/cache.py): a reader never sees half a warm start; an old entry
+  (cache=False retrains) is replaced; a concurrent writer's copy wins."""
+
+  def build(folder: pathlib.Path) -> None:
+    save_hf_checkpoint(model, tokenizer, folder)
+    (folder / FIGURES).write_text(json.dumps(figures, indent=1) + "\n")
+
+  write_entry(directory, build, is_complete=lambda d: (d / FIGURES).is_file())

@@ -1,6 +1,6 @@
 """Loading a trained agent from a run's Orbax checkpoints (for evaluation).
 
-A run's checkpoints (training/checkpoints.py) hold parameters and optimizer
+A run's checkpoints (runtime/checkpoints.py) hold parameters and optimizer
 state, not the architecture. The trainer therefore writes a model card once
 per run, next to the agents' checkpoint directories:
 

@@ -37,7 +37,7 @@ from absl import logging
 from jax.sharding import AxisType, Mesh
 from ml_collections import config_dict
 
-from mgrpo_jax.training.config_checks import ConfigError
+from mgrpo_jax.runtime.config_checks import ConfigError
 
 AXES = ("fsdp", "tp")  # Mesh axis names, in mesh order (tp innermost).
 SHARE = "share"  # The one non-agent field of the section.
@@ -53,15 +53,6 @@ def agent_config(devices: int = 1, shape: str = "",
   config.device_ids = config_dict.placeholder(tuple)  # JAX device ids; None: next free slice.
   if device_ids is not None:
     config.device_ids = tuple(device_ids)
-  return config
-
-
-def default_config() -> ml_collections.ConfigDict:
-  """`config.mesh`: one device each for the main agent and the sub-agent."""
-  config = ml_collections.ConfigDict()
-  config.share = False  # True: agents may use the same devices (one-device machines).
-  config.main = agent_config()  # The main agent (planner); takes the first devices.
-  config.sub = agent_config()  # The sub-agent (tool executor); the next devices.
   return config
 
 

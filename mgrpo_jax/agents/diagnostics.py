@@ -29,10 +29,11 @@ from typing import Sequence
 
 import numpy as np
 
+from mgrpo_jax.agents.protocol import report_answer
 from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.facts import parse_step, read_fact
 from mgrpo_jax.data.task import Task
-from mgrpo_jax.training.oracle import parse_step, read_fact, report_answer
 
 
 def normalised(text: str) -> str:

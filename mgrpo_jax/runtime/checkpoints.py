@@ -33,7 +33,7 @@ import json
 import re
 import threading
 import weakref
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -129,13 +129,17 @@ class AgentCheckpointer:
       writes to `directory/agent`.
     agent: the agent's name, e.g. "main" or "sub" (a directory name).
     max_to_keep: newest checkpoints kept on disk; older ones are deleted
-      after each save. None keeps all.
+      after each save. None keeps all. (A run's values, with their defaults,
+      are config.checkpoint.max_to_keep and .every.)
     save_every: `save` writes only steps that are multiples of this (or when
       forced, e.g. the last step).
+    keep_steps: steps kept whatever `max_to_keep` says (the trainer keeps
+      step 0, the warm start, so it can be evaluated after the run).
   """
 
   def __init__(self, directory: str | epath.PathLike, agent: str, *,
-               max_to_keep: int | None = 3, save_every: int = 1):
+               max_to_keep: int | None, save_every: int,
+               keep_steps: Sequence[int] = ()):
     if not isinstance(agent, str) or not _AGENT_NAME.fullmatch(agent) or (
         agent in (".", "..")):
       raise ValueError(f"AgentCheckpointer: agent={agent!r}: expected a "
@@ -149,9 +153,20 @@ class AgentCheckpointer:
                        "expected an integer >= 1.")
     self.agent, self.save_every = agent, save_every
     self.directory = epath.Path(directory) / agent
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+           for s in keep_steps):
+      raise ValueError(f"AgentCheckpointer: keep_steps={keep_steps!r}: "
+                       "expected integers >= 0.")
+    preservation = None
+    if keep_steps and max_to_keep is not None:  # The newest N, and these.
+      policies = ocp.checkpoint_managers.preservation_policy
+      preservation = policies.AnyPreservationPolicy([
+          policies.LatestN(max_to_keep),
+          policies.CustomSteps(sorted(keep_steps))])
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep, create=True, cleanup_tmp_directories=True,
-        enable_async_checkpointing=True)
+        max_to_keep=None if preservation else max_to_keep, create=True,
+        cleanup_tmp_directories=True, enable_async_checkpointing=True,
+        preservation_policy=preservation)
     self._manager = ocp.CheckpointManager(self.directory, options=options)
     self._closed = False
     _close_at_exit(self)

@@ -1,24 +1,6 @@
-"""M-GRPO on a toy delegation task with tabular policies.
-
-This is the training that exists before the LLM agents do: the full M-GRPO
-step (rollouts with a variable number of sub-agent calls, hierarchical
-rewards, group-relative advantages per agent, alignment to [B, K, D_max], the
-clipped loss, one optimizer per agent, no gradient between agents) on a task
-small enough to learn in seconds. It checks the math end to end; it is not a
-benchmark, and its tabular policies do not generalise to new questions.
-
-The task. Question q needs h_q in [1, H] hops; hop i has a gold answer
-g[q, i] in [0, A); the question's answer is the last hop's.
-  * Main agent (2 tokens): the number of sub-agent calls d in [0, C], then a
-    format token (0 = well-formed answer, 1 = malformed). Its answer is the
-    report of its last call.
-  * Sub-agent (1 token per call): call j works on hop min(j, h_q - 1) and
-    reports a token in [0, A]; A is a malformed report.
-  * The main agent is correct when its format is ok, d >= h_q, the reports of
-    calls 0..h_q-1 are right and so is the last report.
-Shape letters: Q questions, B questions per step, K rollouts per question,
-R = B*K rollouts, C max calls, S = d_max slots, M = R*C flat sub slots.
-"""
+"""The toy M-GRPO step and run: rollouts, hierarchical rewards, advantages,
+alignment, the clipped loss and one optimizer per agent (the task:
+mgrpo_jax/toy/__init__.py)."""
 
 from __future__ import annotations
 
@@ -31,70 +13,43 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
-from absl import logging
 
 from mgrpo_jax import core
-from mgrpo_jax.training import config_checks as cc
+from mgrpo_jax.runtime import config_checks as cc
+from mgrpo_jax.runtime import logs
+from mgrpo_jax.toy.task import (ToyWorld, init_params, main_logp_Rx2, make_world,
+                                outcome, sub_logp_N)
+
+
+MODES = ("mgrpo", "frozen_sub")  # config.mode: both agents train, or main only.
 
 
 @dataclasses.dataclass(frozen=True)
-class ToyWorld:
-  """Hops h_Q and gold hop answers gold_QxH of every question."""
-  hops_Q: jax.Array
-  gold_QxH: jax.Array
-  num_answers: int
-  max_calls: int
+class AgentSettings:
+  """One agent's optimizer and loss settings (`config.learner.<agent>`)."""
+  learning_rate: float
+  inner_epochs: int
+  eps_low: float
+  eps_high: float
+  beta: float
+  aggregation: str
+
+  def loss_kwargs(self) -> dict[str, Any]:
+    return dict(eps_low=self.eps_low, eps_high=self.eps_high, beta=self.beta,
+                aggregation=self.aggregation)
 
 
-def make_world(key: jax.Array, num_questions: int, num_answers: int,
-               max_hops: int, max_calls: int) -> ToyWorld:
-  key_h, key_g = jax.random.split(key)
-  hops_Q = jax.random.randint(key_h, (num_questions,), 1, max_hops + 1)
-  gold_QxH = jax.random.randint(key_g, (num_questions, max_hops), 0,
-                                num_answers)
-  return ToyWorld(hops_Q, gold_QxH, num_answers, max_calls)
-
-
-def init_params(world: ToyWorld) -> dict[str, Any]:
-  """Uniform tabular policies: logits all zero."""
-  q, h = world.gold_QxH.shape
-  return {
-      "main": {"calls": jnp.zeros((q, world.max_calls + 1)),
-               "format": jnp.zeros((q, 2))},
-      "sub": {"report": jnp.zeros((q, h, world.num_answers + 1))},
-  }
-
-
-def outcome(world: ToyWorld, q_R, calls_R, format_R, reports_RxC):
-  """Main correctness, sub format and sub expert scores of each rollout."""
-  c = world.max_calls
-  hops_R = world.hops_Q[q_R]
-  hop_RxC = jnp.minimum(jnp.arange(c)[None, :], hops_R[:, None] - 1)
-  gold_RxC = jnp.take_along_axis(world.gold_QxH[q_R], hop_RxC, axis=1)
-  right_RxC = reports_RxC == gold_RxC
-  called_RxC = jnp.arange(c)[None, :] < calls_R[:, None]
-  needed_RxC = jnp.arange(c)[None, :] < hops_R[:, None]
-  chain_ok_R = jnp.all(right_RxC | ~needed_RxC, axis=1)
-  last_R = jnp.take_along_axis(right_RxC, jnp.maximum(calls_R - 1, 0)[:, None],
-                               axis=1)[:, 0]
-  format_ok_R = format_R == 0
-  correct_R = format_ok_R & (calls_R >= hops_R) & chain_ok_R & last_R
-  sub_format_ok_RxC = (reports_RxC < world.num_answers) & called_RxC
-  return correct_R, format_ok_R, sub_format_ok_RxC, right_RxC, hop_RxC
-
-
-def _logp(logits, tokens):
-  return jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[..., None],
-                             axis=-1)[..., 0]
-
-
-def main_logp_Rx2(main_params, q_R, calls_R, format_R):
-  return jnp.stack([_logp(main_params["calls"][q_R], calls_R),
-                    _logp(main_params["format"][q_R], format_R)], axis=1)
-
-
-def sub_logp_N(sub_params, q_N, hop_N, report_N):
-  return _logp(sub_params["report"][q_N, hop_N], report_N)
+def _agent(config: ml_collections.ConfigDict, agent: str) -> AgentSettings:
+  p = f"learner.{agent}"
+  return AgentSettings(
+      learning_rate=cc.number(config, f"{p}.learning_rate", minimum=0.0,
+                              open_min=True),
+      inner_epochs=cc.integer(config, f"{p}.inner_epochs", minimum=1),
+      eps_low=cc.number(config, f"{p}.eps_low", minimum=0.0, maximum=1.0),
+      eps_high=cc.number(config, f"{p}.eps_high", minimum=0.0),
+      beta=cc.number(config, f"{p}.beta", minimum=0.0),
+      aggregation=cc.choice(config, f"{p}.aggregation",
+                            core.LOSS_AGGREGATIONS.names()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,18 +57,15 @@ class StepSettings:
   """The static, validated settings of one training step."""
   questions_per_step: int
   group_size: int
-  inner_epochs: int
   scale: str
   eps: float
   sub_group_by: str
   d_max: int
   fill: str
-  eps_low: float
-  eps_high: float
-  beta: float
-  aggregation: str
+  main: AgentSettings
+  sub: AgentSettings
   weights: tuple[tuple[str, float], ...]
-  train_sub: bool
+  train_sub: bool  # False with mode "frozen_sub".
 
 
 def validate(config: ml_collections.ConfigDict) -> StepSettings:
@@ -125,9 +77,9 @@ def validate(config: ml_collections.ConfigDict) -> StepSettings:
   cc.integer(config, "toy.max_hops", minimum=1)
   max_hops = config.toy.max_hops
   cc.integer(config, "toy.max_calls", minimum=max_hops)
+  mode = cc.choice(config, "mode", MODES)
   cc.integer(config, "train.steps", minimum=0)
-  cc.integer(config, "train.log_every", minimum=1)
-  cc.number(config, "train.learning_rate", minimum=0.0, open_min=True)
+  cc.integer(config, "train.eval_every", minimum=1)
   weights = core.reward_weights(
       cc.choice(config, "reward.preset", core.REWARD_PRESETS.names()))
   for name in weights:
@@ -137,7 +89,6 @@ def validate(config: ml_collections.ConfigDict) -> StepSettings:
       questions_per_step=cc.integer(config, "train.questions_per_step",
                                     minimum=1),
       group_size=cc.integer(config, "train.group_size", minimum=2),
-      inner_epochs=cc.integer(config, "train.inner_epochs", minimum=1),
       scale=cc.choice(config, "advantage.scale",
                       core.ADVANTAGE_SCALES.names()),
       eps=cc.number(config, "advantage.eps", minimum=0.0),
@@ -145,13 +96,10 @@ def validate(config: ml_collections.ConfigDict) -> StepSettings:
                              ["question", "rollout"]),
       d_max=cc.integer(config, "align.d_max", minimum=1),
       fill=cc.choice(config, "align.fill", ["random", "best"]),
-      eps_low=cc.number(config, "loss.eps_low", minimum=0.0, maximum=1.0),
-      eps_high=cc.number(config, "loss.eps_high", minimum=0.0),
-      beta=cc.number(config, "loss.beta", minimum=0.0),
-      aggregation=cc.choice(config, "loss.aggregation",
-                            core.LOSS_AGGREGATIONS.names()),
+      main=_agent(config, "main"),
+      sub=_agent(config, "sub"),
       weights=tuple(sorted(weights.items())),
-      train_sub=cc.boolean(config, "train.train_sub"),
+      train_sub=mode == "mgrpo",
   )
 
 
@@ -227,8 +175,6 @@ def train_step(world: ToyWorld, s: StepSettings, tx_main, tx_sub, ref_params,
   old_main_Rx2 = main_logp_Rx2(params["main"], q_R, calls_R, format_R)
   sub_args = (sub_q_M[idx_N], sub_hop_M[idx_N], sub_report_M[idx_N])
   old_sub_N = sub_logp_N(params["sub"], *sub_args)
-  loss_kwargs = dict(eps_low=s.eps_low, eps_high=s.eps_high, beta=s.beta,
-                     aggregation=s.aggregation)
   ref_main = main_logp_Rx2(ref_params["main"], q_R, calls_R, format_R)
   ref_sub = sub_logp_N(ref_params["sub"], *sub_args)[:, None]
 
@@ -236,31 +182,34 @@ def train_step(world: ToyWorld, s: StepSettings, tx_main, tx_sub, ref_params,
     logp = main_logp_Rx2(p, q_R, calls_R, format_R)
     return core.clipped_policy_loss(
         logp, old_main_Rx2, adv_main_R, jnp.ones_like(logp),
-        ref_logp_BxT=ref_main, **loss_kwargs)
+        ref_logp_BxT=ref_main, **s.main.loss_kwargs())
 
   def sub_loss(p):
     logp = sub_logp_N(p, *sub_args)[:, None]
     return core.clipped_policy_loss(
         logp, old_sub_N[:, None], adv_sub_N, valid_N[:, None],
-        ref_logp_BxT=ref_sub, **loss_kwargs)
+        ref_logp_BxT=ref_sub, **s.sub.loss_kwargs())
 
   # Decoupled updates: two losses over disjoint parameters, two optimizers.
   p_main, p_sub = params["main"], params["sub"]
-  for _ in range(s.inner_epochs):
-    (_, m_main), g_main = jax.value_and_grad(main_loss, has_aux=True)(p_main)
-    updates, opt_main = tx_main.update(g_main, opt_main, p_main)
-    p_main = optax.apply_updates(p_main, updates)
-    if s.train_sub:
+  m_sub = None
+  for epoch in range(max(s.main.inner_epochs, s.sub.inner_epochs)):
+    if epoch < s.main.inner_epochs:
+      (_, m_main), g_main = jax.value_and_grad(main_loss, has_aux=True)(
+          p_main)
+      updates, opt_main = tx_main.update(g_main, opt_main, p_main)
+      p_main = optax.apply_updates(p_main, updates)
+    if s.train_sub and epoch < s.sub.inner_epochs:
       (_, m_sub), g_sub = jax.value_and_grad(sub_loss, has_aux=True)(p_sub)
       updates, opt_sub = tx_sub.update(g_sub, opt_sub, p_sub)
       p_sub = optax.apply_updates(p_sub, updates)
-    else:
-      _, m_sub = sub_loss(p_sub)
+  if m_sub is None:  # A frozen sub-agent: its loss figures, no update.
+    _, m_sub = sub_loss(p_sub)
 
   metrics = {
       "main/reward": jnp.mean(main_rewards_R),
       "main/accuracy": jnp.mean(correct_R.astype(jnp.float32)),
-      "main/format_ok": jnp.mean(format_ok_R.astype(jnp.float32)),
+      "main/format": jnp.mean(format_ok_R.astype(jnp.float32)),
       "main/clip_fraction": m_main["clip_fraction"],
       "main/approx_kl": m_main["approx_kl"],
       "sub/reward": jnp.sum(sub_rewards_RxC * called_RxC)
@@ -268,7 +217,7 @@ def train_step(world: ToyWorld, s: StepSettings, tx_main, tx_sub, ref_params,
       "sub/clip_fraction": m_sub["clip_fraction"],
       "sub/approx_kl": m_sub["approx_kl"],
       "sub/calls_per_rollout": jnp.mean(calls_R.astype(jnp.float32)),
-      "sub/valid_slots": jnp.mean(valid_N.astype(jnp.float32)),
+      "align/valid_slots": jnp.mean(valid_N.astype(jnp.float32)),
   }
   return ({"main": p_main, "sub": p_sub}, opt_main, opt_sub), metrics
 
@@ -295,27 +244,27 @@ def run(config: ml_collections.ConfigDict,
                      config.toy.num_answers, config.toy.max_hops,
                      config.toy.max_calls)
   params = init_params(world)
-  tx_main = optax.adam(config.train.learning_rate)
-  tx_sub = optax.adam(config.train.learning_rate)
+  tx_main = optax.adam(s.main.learning_rate)
+  tx_sub = optax.adam(s.sub.learning_rate)
   state = (params, tx_main.init(params["main"]), tx_sub.init(params["sub"]))
   step_fn = jax.jit(functools.partial(train_step, world, s, tx_main, tx_sub,
                                       params))
   accuracy_fn = jax.jit(functools.partial(greedy_accuracy, world))
   start_accuracy = float(accuracy_fn(state[0]))
-  logging.info("toy_delegation: %d questions, greedy accuracy at step 0: %.3f",
-               config.toy.num_questions, start_accuracy)
+  logs.say(f"toy_delegation: {config.toy.num_questions} questions, greedy "
+           f"accuracy at step 0: {start_accuracy:.3f}")
   started = time.perf_counter()
   metrics: dict[str, float] = {}
   for step in range(1, config.train.steps + 1):
     state, step_metrics = step_fn(state, jax.random.fold_in(key_train, step))
-    if step % config.train.log_every == 0 or step == config.train.steps:
+    if step % config.train.eval_every == 0 or step == config.train.steps:
       metrics = {k: float(v) for k, v in step_metrics.items()}
-      metrics["eval/greedy_accuracy"] = float(accuracy_fn(state[0]))
+      metrics["eval/accuracy"] = float(accuracy_fn(state[0]))
       metrics["time/seconds"] = time.perf_counter() - started
-      logging.info("step %d: %s", step, " ".join(
+      logs.say(f"step {step}: " + " ".join(
           f"{k}={v:.3f}" for k, v in sorted(metrics.items())))
       if on_log is not None:
         on_log(step, metrics)
-  metrics["eval/greedy_accuracy_start"] = start_accuracy
-  metrics.setdefault("eval/greedy_accuracy", start_accuracy)
+  metrics["eval/accuracy_start"] = start_accuracy
+  metrics.setdefault("eval/accuracy", start_accuracy)
   return metrics

@@ -37,8 +37,8 @@ visiting the page: the fact if a snippet states it in full, else "unknown"
 learned that a report must come from the page. Also one decision per hop,
 with no wrong name written.
 
-`demonstrations` runs a whole TaskSet through a team of oracles and returns
-the trajectories (token ids + loss mask: exactly what SFT trains on).
+agents/demonstrations.py runs a whole TaskSet through a team of oracles and
+returns the trajectories (token ids + loss mask: exactly what SFT trains on).
 """
 
 from __future__ import annotations
@@ -49,19 +49,15 @@ import re
 from typing import Any, Sequence
 
 import jax
-import ml_collections
 import numpy as np
 
 from mgrpo_jax.agents import prompts
-from mgrpo_jax.agents.protocol import (ANSWER_CLOSE, CALL_CLOSE,
-                                       render_answer, render_tool_call)
-from mgrpo_jax.agents.rollout import DELEGATE, RolloutController
-from mgrpo_jax.agents.team import (agents_config, build_team,
-                                   check_agents_config)
-from mgrpo_jax.agents.trajectory import Rollout, Trajectory
-from mgrpo_jax.data.corpus import LocalCorpus
+from mgrpo_jax.agents.protocol import (ANSWER_CLOSE, CALL_CLOSE, EVIDENCE,
+                                       render_answer, render_tool_call,
+                                       report_answer)
+from mgrpo_jax.agents.rollout import DELEGATE
 from mgrpo_jax.data.task import SubQuestion, Task, TaskSet
-from mgrpo_jax.data.world import RELATIONS, Relation
+from mgrpo_jax.data.facts import entity_of, parse_step, read_fact
 from mgrpo_jax.sampling.engine import Result
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
@@ -70,7 +66,6 @@ ROLES = ("main", "sub", "single")
 MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer",
             "lazy_report")
 UNKNOWN = "unknown"  # What the oracle answers when it found nothing.
-EVIDENCE = ". Evidence: "  # Separates a report's answer from its evidence.
 
 _TOOL_RESULT = re.compile(
     r'<tool_response name="([^"]+)">\n(.*)\n</tool_response>', re.S)
@@ -78,32 +73,6 @@ _HIT = re.compile(r"^\[([^\]]+)\] (.*?): ", re.M)
 _KIND = re.compile(r"^(.+?) is an? (\w+)\.")
 _SENTENCE = re.compile(r"[^.\n]+\.")
 _SENTINELS = ("\u2063ORACLE_SYSTEM\u2063", "\u2063ORACLE_USER\u2063")
-
-
-def _template(pattern: str, **slots: str) -> re.Pattern:
-  """A relation template as a regex; `slots` fill its {fields}."""
-  parts = re.split(r"(\{\w+\})", pattern)
-  return re.compile("".join(slots[p[1:-1]] if p.startswith("{")
-                            else re.escape(p) for p in parts))
-
-
-_QUESTIONS = [(r, _template(r.question, x="(.+)")) for r in RELATIONS]
-
-
-def parse_step(text: str) -> tuple[Relation, str] | None:
-  """(relation, entity) of a one-hop question such as "Who founded X?"."""
-  for relation, pattern in _QUESTIONS:
-    match = pattern.fullmatch(text.strip())
-    if match:
-      return relation, match.group(1)
-  return None
-
-
-def read_fact(relation: Relation, entity: str, page: str) -> str | None:
-  """The target a page states for `relation` of `entity`, if it does."""
-  fact = _template(relation.fact, s=re.escape(entity), t="([^.\n]+?)")
-  match = fact.search(page)
-  return match.group(1) if match else None
 
 
 class Knowledge:
@@ -159,17 +128,6 @@ def step_texts(task: Task, answers: Sequence[str]) -> list[str]:
   for i in range(1, min(len(answers) + 1, len(steps))):
     out.append(steps[i].question.replace(steps[i - 1].answer, answers[i - 1]))
   return out
-
-
-def entity_of(task_text: str) -> str:
-  """The entity a one-hop question names (the whole text if none)."""
-  parsed = parse_step(task_text)
-  return parsed[1] if parsed else task_text
-
-
-def report_answer(report: str) -> str:
-  """The answer part of a sub-agent report."""
-  return report.split(EVIDENCE)[0].strip().rstrip(".").strip()
 
 
 def evidence(answer: str, entity: str, page: str | None) -> str:
@@ -459,107 +417,3 @@ class OraclePolicy:
       answers.append(turn[0])  # The search found no page: give up.
     return self._final("I found the answer.",
                        answers[-1] if answers else UNKNOWN)
-
-
-# ------------------------------------------------------------ demonstrations
-
-
-def oracle_team(taskset: TaskSet, tokenizer: Any,
-                agents: ml_collections.ConfigDict, *, noise: float = 0.0,
-                early_answer: float = 0.0, lazy_report: float = 0.0,
-                seed: int = 0) -> RolloutController:
-  """The team `agents.build_team` builds for `agents` (a run's `agents`
-  section), each agent played by an `OraclePolicy` instead of an Engine."""
-  config = agents
-  check_agents_config(config)
-  if config.reason_tool:
-    raise ValueError("oracle_team: config.agents.reason_tool=True is not "
-                     "supported (the oracle never calls reason); expected "
-                     "False.")
-  for side in ("main", "sub"):
-    if config[side].first_turn_prefix:
-      raise ValueError(f"oracle_team: config.agents.{side}.first_turn_prefix="
-                       f"{config[side].first_turn_prefix!r} is not supported; "
-                       "expected ''.")
-  knowledge = Knowledge(taskset)
-
-  def policy(role: str, section: ml_collections.ConfigDict, stream: int):
-    return OraclePolicy(tokenizer, knowledge, role, noise=noise,
-                        early_answer=0.0 if role == "sub" else early_answer,
-                        lazy_report=0.0 if role == "main" else lazy_report,
-                        rng=np.random.default_rng([seed, stream]),
-                        max_conversations=section.rows,
-                        cache_len=section.context_tokens)
-
-  if config.mode == "single":
-    policies = {"main": policy("single", config.main, 0)}
-  else:
-    policies = {"main": policy("main", config.main, 0),
-                "sub": policy("sub", config.sub, 1)}
-  return build_team(config, LocalCorpus(taskset.documents,
-                                        source=taskset.name),
-                    main_tokenizer=tokenizer, policies=policies)
-
-
-def _config(mode: str | None, context_tokens: int | None,
-            agents: ml_collections.ConfigDict | None
-            ) -> ml_collections.ConfigDict:
-  config = (agents_config() if agents is None
-            else agents.copy_and_resolve_references())
-  if mode is not None:
-    config.mode = mode
-  if context_tokens is not None:
-    for side in ("main", "sub"):
-      config[side].context_tokens = context_tokens
-  return config
-
-
-def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
-                    mode: str | None = None,
-                    noise: float = 0.0, early_answer: float = 0.0,
-                    lazy_report: float = 0.0,
-                    seed: int = 0, group_size: int = 1,
-                    context_tokens: int | None = None,
-                    agents: ml_collections.ConfigDict | None = None
-                    ) -> list[list[Rollout]]:
-  """Rollouts [B][K] of every task of `taskset` by a team of oracles
-  (arguments as `demonstrations`')."""
-  controller = oracle_team(taskset, tokenizer,
-                           _config(mode, context_tokens, agents),
-                           noise=noise, early_answer=early_answer,
-                           lazy_report=lazy_report, seed=seed)
-  return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
-
-
-def demonstrations(taskset: TaskSet, tokenizer: Any, *,
-                   mode: str | None = None,
-                   noise: float = 0.0, early_answer: float = 0.0,
-                   lazy_report: float = 0.0,
-                   seed: int = 0, group_size: int = 1,
-                   context_tokens: int | None = None,
-                   agents: ml_collections.ConfigDict | None = None
-                   ) -> list[Trajectory]:
-  """Every trajectory (main, then its sub-agents, per rollout) the oracle
-  team writes for `taskset`: the SFT warm start's data.
-
-  Args:
-    taskset: tasks with gold decompositions and their corpus.
-    tokenizer: the agents' tokenizer.
-    mode: "multi" (main + sub-agent) or "single" (None: the config's).
-    noise: chance of a controlled mistake per turn (0: perfect play).
-    early_answer: chance that a multi-hop question's demonstration answers
-      after the first hop (0: never).
-    lazy_report: chance per hop that the demonstration reports from the
-      search results without visiting (0: never).
-    seed: seeds the mistakes; same seed, same demonstrations.
-    group_size: rollouts per task (differ only when noise > 0).
-    context_tokens: both agents' context budget (None: the config's).
-    agents: the run's `agents` config section (default `agents_config()`);
-      budgets, turns and tool settings are taken from it.
-  """
-  rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise,
-                         early_answer=early_answer, lazy_report=lazy_report,
-                         seed=seed, group_size=group_size,
-                         context_tokens=context_tokens,
-                         agents=agents)
-  return [t for row in rows for r in row for t in (r.main, *r.subs)]

@@ -24,7 +24,7 @@ from mgrpo_jax.agents.rewards import Scores
 from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.core.advantages import group_relative_advantages
 from mgrpo_jax.core.alignment import align_sub_trajectories
-from mgrpo_jax.training.learner import Batch, pack
+from mgrpo_jax.train.packing import Batch, pack
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ plain numbers, and a value JSON cannot hold is dropped with a warning.
 `ProgressBar` shows step / total, ETA and a few metrics: a tqdm bar on a
 terminal or in a notebook (Colab, Jupyter), a plain line every `log_every`
 steps elsewhere (CI logs), so logs hold no carriage-return noise.
+`eval_line` is the one line a run prints per evaluation.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ METRICS_DOC: dict[str, str] = {
     "time/eval": "Seconds of the step's validation rollouts.",
     "eval/sub_report_accuracy": "Greedy sub-agent reports whose answer is "
                                 "the true answer of the delegated one-hop "
-                                "question (training/diagnostics.py).",
+                                "question (agents/diagnostics.py).",
     "eval/sub_visit_rate": "Greedy sub-agent conversations that visited a "
                            "page.",
     "eval/sub_searches_per_report": "Searches per greedy sub-agent "
@@ -310,6 +311,17 @@ class MetricsWriter:
 
 DEFAULT_BAR_KEYS = ("main/reward", "main/accuracy", "sub/reward",
                     "sub/calls_per_rollout")
+# What an evaluation's line shows (the rest is in metrics.jsonl).
+EVAL_LINE_KEYS = ("eval/accuracy", "eval/format", "eval/sub_calls",
+                  "test/accuracy")
+
+
+def eval_line(step: int, metrics: Mapping[str, Any]) -> str:
+  """One evaluation as one line: "step 5: eval/accuracy=0.4531 ..." with
+  the EVAL_LINE_KEYS that `metrics` holds."""
+  shown = " ".join(f"{k}={_format_value(metrics[k])}"
+                   for k in EVAL_LINE_KEYS if k in metrics)
+  return f"step {step}: {shown}"
 
 
 def _in_notebook() -> bool:

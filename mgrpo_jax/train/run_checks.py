@@ -15,22 +15,22 @@ import pathlib
 
 import ml_collections
 
+from mgrpo_jax.models import tiny as tiny_model
 from mgrpo_jax import core
 from mgrpo_jax.agents import team
 from mgrpo_jax.core.alignment import FILLS
 from mgrpo_jax.core.importance import OFF_POLICY
 from mgrpo_jax.data import world
 from mgrpo_jax.models import loading
-from mgrpo_jax.training import meshes
-from mgrpo_jax.training import tiny
-from mgrpo_jax.training.config_checks import (ConfigError, boolean, choice,
+from mgrpo_jax.runtime import meshes
+from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
-from mgrpo_jax.training.learner import LearnerConfig
+from mgrpo_jax.train.learner import LearnerConfig
 
 TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
 MODES = ("mgrpo", "frozen_sub", "single")
-ROLES = ("all", "main", "sub")
+ROLES = ("all", "main")  # And each sub-agent kind of config.agents.sub_kinds.
 STALENESS = ("sync", "one_step")
 SUB_GROUP_BY = ("question", "rollout")
 TINY = "tiny"  # config.model.name of the from-scratch team.
@@ -39,12 +39,16 @@ TINY = "tiny"  # config.model.name of the from-scratch team.
 def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   """Raises ConfigError (one line: field, value, expectation) for the first
   unusable field of a training config run as `role`."""
-  _run(config, role)
+  kinds = _kinds(config)
+  _run(config, role, kinds)
   _train(config)
-  for agent in ("main", "sub"):
+  for agent in ("main", *kinds):
     _learner(config, agent)
   _reward(config)
   integer(config, "align.d_max", minimum=0)  # 0: alignment off.
+  for kind in kinds:
+    if kind != "sub":
+      integer(config, f"align.{kind}_d_max", minimum=0)
   choice(config, "align.fill", FILLS)
   choice(config, "advantage.scale", core.ADVANTAGE_SCALES.names())
   number(config, "advantage.eps", minimum=0.0)
@@ -52,21 +56,42 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   _agents(config)
   _world(config)
   _model(config)
-  _mesh(config)
+  _mesh(config, kinds)
   _sft(config)
   integer(config, "checkpoint.every", minimum=1)
   integer(config, "checkpoint.max_to_keep", minimum=1)
   _store(config)
 
 
-def _run(config, role: str) -> None:
+def _kinds(config) -> tuple[str, ...]:
+  """The sub-agent kinds the run trains or samples (none for "single"),
+  each with its agents, learner and mesh sections."""
+  try:
+    team.check_kinds(config.agents)
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+  if get(config, "mode") == "single":
+    return ()
+  kinds = tuple(config.agents.sub_kinds)
+  for kind in kinds:
+    for section in ("learner", "mesh"):
+      if kind not in config[section]:
+        fail(f"{section}", sorted(config[section].keys()), f"a section "
+             f"config.{section}.{kind} for the sub-agent kind {kind!r} of "
+             "config.agents.sub_kinds")
+  return kinds
+
+
+def _run(config, role: str, kinds: tuple[str, ...]) -> None:
   choice(config, "task", [TASK])
   integer(config, "seed", minimum=0)
   mode = choice(config, "mode", MODES)
-  if role not in ROLES:
-    raise ConfigError(f"--role={role!r}: expected one of {list(ROLES)}.")
-  if role == "sub" and mode != "mgrpo":
-    raise ConfigError(f"--role=sub with config.mode={mode!r}: only mode "
+  roles = [*ROLES, *(kinds or config.agents.sub_kinds)]
+  if role not in roles:
+    raise ConfigError(f"--role={role!r}: expected one of {roles} (a "
+                      "sub-agent kind's role trains that kind).")
+  if role not in ("all", "main") and mode != "mgrpo":
+    raise ConfigError(f"--role={role} with config.mode={mode!r}: only mode "
                       "'mgrpo' trains a sub-agent.")
   string(config, "run_dir", empty=False)
 
@@ -124,7 +149,7 @@ def _agents(config) -> None:
   integer(config, "agents.answer_reserve", minimum=1)
   boolean(config, "agents.reason_tool")
   boolean(config, "agents.strict_format")
-  for side in ("main", "sub"):
+  for side in ("main", *config.agents.sub_kinds):
     string(config, f"agents.{side}.first_turn_prefix")
   try:  # The rest: turns, budgets, prompt style (agents/team.py).
     team.check_agents_config(config.agents)
@@ -153,11 +178,11 @@ def _model(config) -> None:
   name = get(config, "model.name")
   if name == TINY:
     integer(config, "model.vocab_size",
-            minimum=256 + len(tiny.SPECIAL_TOKENS))  # Bytes + specials.
+            minimum=256 + len(tiny_model.SPECIAL_TOKENS))  # Bytes + specials.
     integer(config, "model.hidden_size", minimum=1)
     integer(config, "model.num_layers", minimum=1)
     try:
-      tiny.tiny_model_config(config.model.vocab_size,
+      tiny_model.tiny_model_config(config.model.vocab_size,
                              hidden_size=config.model.hidden_size,
                              num_layers=config.model.num_layers)
     except ValueError as e:
@@ -172,11 +197,11 @@ def _model(config) -> None:
          "config.json or a .gguf file")
 
 
-def _mesh(config) -> None:
-  """The sections of the agents the mode trains (devices are counted by
-  `meshes.agent_meshes`)."""
+def _mesh(config, kinds: tuple[str, ...]) -> None:
+  """The sections of the agents the mode trains (devices are counted, and
+  overlapping device ids refused, by `meshes.agent_meshes`)."""
   boolean(config, "mesh.share")
-  agents = ["main"] if config.mode == "single" else ["main", "sub"]
+  agents = ["main", *kinds]
   for agent in agents:
     p = f"mesh.{agent}"
     devices = integer(config, f"{p}.devices", minimum=1)

@@ -1,0 +1,389 @@
+"""The shared store through which decoupled agents exchange data.
+
+M-GRPO trains each agent on its own mesh, possibly in its own process or
+slice; the sides share no RPC, only this store (METHOD.md, "Decoupled
+training"). It holds two kinds of data under one root:
+
+  <root>/fingerprint.json          config fields both sides must agree on,
+                                   written with a start's first data
+  <root>/steps/<step>/             one step record, written once:
+      arrays.npz                     dict[str, np.ndarray] (.npz, no pickle)
+      meta.json                      a JSON dict
+      COMMITTED                      gs:// only: written last
+  <root>/weights/<agent>/<step>/   one Orbax checkpoint per published version
+
+The root is a local (or shared-file-system) directory, or `gs://bucket/prefix`.
+Both backends give the same guarantee: a reader never sees half a step.
+  * local: a step is written into a hidden temporary directory, then renamed
+    into place (`os.rename` is atomic within a file system);
+  * gs://: the data objects are written first and a `COMMITTED` marker
+    object last; readers trust only steps that have the marker.
+Weights go through Orbax, whose own commit protocol (temporary directory, or
+`commit_success.txt` on GCS) hides unfinished versions. The writer keeps
+every version until `Store.prune_weights` deletes it (or, with an int
+`keep_weights`, only the last that many); readers open the directory
+read-only and list it afresh on every call, so a deleted version never breaks
+a reader that asks for the latest one.
+
+A local root needs no hard links (gcsfuse and other FUSE mounts lack them):
+creating the fingerprint falls back to an exclusive-create lock file and a
+rename. Temporaries a crashed writer left (hidden `.tmp-`, `.probe-`, `.lock-`
+entries, Orbax's `*.orbax-checkpoint-tmp` directories; on gs://, `.probe-`
+objects) are removed when a store opens, once older than
+`STALE_TEMPORARY_AGE_S`; no listing ever shows them. A committed record whose
+files are corrupt raises StoreError naming the file: delete that step's
+directory and the main side writes it again.
+
+Each step has one writer (the main side) and each agent's weights one writer
+(that agent's learner); any number of readers.
+
+gs:// needs `gcsfs` (Orbax reaches GCS directories through etils.epath and
+fsspec); step records use tensorstore's `gcs` key-value store. Both use the
+machine's Google credentials. gcsfs caches directory listings for the life of
+a process: the store forgets them before every read, so it sees what another
+process wrote or deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import logging
+
+from mgrpo_jax.runtime.store_codec import (CORRUPT, FINGERPRINT,
+                                           check_fingerprint, decode_arrays,
+                                           decode_json, encode_arrays,
+                                           encode_json, is_count,
+                                           read_fingerprint)
+from mgrpo_jax.runtime.store_files import (STALE_TEMPORARY_AGE_S, Files,
+                                           GcsFiles, LocalFiles, StoreError,
+                                           StoreTimeout)
+
+_STEPS = "steps"
+_WEIGHTS = "weights"
+_ARRAYS = "arrays.npz"
+_META = "meta.json"
+_STEP_DIGITS = 10  # Zero-padded step directories list in step order.
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DELETED_BY = ("old versions are deleted by the writer's int keep_weights or "
+               "by prune_weights")
+
+
+def _step_name(step: int) -> str:
+  if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+    raise StoreError(f"step={step!r}: expected a non-negative integer.")
+  if step < 0:
+    raise StoreError(f"step={step}: expected a non-negative integer.")
+  return f"{int(step):0{_STEP_DIGITS}d}"
+
+
+
+class Store:
+  """Step records and published weights under one root. See module doc."""
+
+  def __init__(self, files: Files, keep_weights: int | None,
+               unwritten_fingerprint: dict[str, Any] | None = None):
+    self._files = files
+    self._keep_weights = keep_weights
+    # Written (or checked again) before this Store's first data.
+    self._unwritten_fingerprint = unwritten_fingerprint
+    self._weight_writers: dict[str, ocp.CheckpointManager] = {}
+    self._weight_readers: dict[str, ocp.CheckpointManager] = {}
+
+  @property
+  def root(self) -> str:
+    return self._files.url()
+
+  def _write_fingerprint(self) -> None:
+    """Writes the fingerprint open_store found absent, unless another start
+    wrote one meanwhile (then checks it)."""
+    given = self._unwritten_fingerprint
+    if given is None:
+      return
+    self._files.create(FINGERPRINT, encode_json(given, "fingerprint"))
+    check_fingerprint(self._files, read_fingerprint(self._files), given)
+    self._unwritten_fingerprint = None
+
+  # -- step records --------------------------------------------------------
+
+  def write_step(self, step: int, arrays: dict[str, np.ndarray],
+                 meta: dict[str, Any]) -> None:
+    """Writes step `step`'s record, atomically; a step is written once.
+
+    Args:
+      step: the training step (>= 0).
+      arrays: named numeric arrays (ragged data flattened, with offsets).
+      meta: a JSON-able dict (statistics, shapes, ...).
+
+    Raises:
+      StoreError: bad input, or the step was already written.
+    """
+    name = _step_name(step)
+    files = {_ARRAYS: encode_arrays(arrays),
+             _META: encode_json(meta, "meta")}
+    self._write_fingerprint()
+    self._files.write_dir(f"{_STEPS}/{name}", files)
+
+  def has_step(self, step: int) -> bool:
+    """Whether step `step` is committed (readable in full)."""
+    return self._files.is_committed(f"{_STEPS}/{_step_name(step)}")
+
+  def latest_step(self) -> int | None:
+    """The highest committed step, or None if there is none."""
+    steps = [int(n) for n in self._files.committed_dirs(_STEPS) if n.isdigit()]
+    return max(steps, default=None)
+
+  def read_step(
+      self,
+      step: int,
+      *,
+      timeout_s: float | None = None,
+      poll_s: float = 0.5,
+      status: Callable[[str], None] | None = None,
+      status_every_s: float = 5.0,
+  ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Waits until step `step` is committed, then returns (arrays, meta).
+
+    Args:
+      step: the step to read.
+      timeout_s: give up after this many seconds (None: wait forever).
+      poll_s: seconds between two checks.
+      status: called with a "waiting for step N ... (12 s)" message every
+        `status_every_s` seconds while waiting, e.g. to show progress.
+      status_every_s: seconds between two `status` calls.
+
+    Raises:
+      StoreTimeout: the step was not committed within `timeout_s`.
+      StoreError: the step's files are gone or corrupt (naming the file).
+    """
+    directory = f"{_STEPS}/{_step_name(step)}"
+    for field, value in (("poll_s", poll_s),
+                         ("status_every_s", status_every_s)):
+      if not value > 0:
+        raise StoreError(f"{field}={value!r}: expected seconds > 0.")
+    start = time.monotonic()
+    next_status = start + status_every_s
+    while not self._files.is_committed(directory):
+      now = time.monotonic()
+      waited = now - start
+      if timeout_s is not None and waited >= timeout_s:
+        raise StoreTimeout(
+            f"step {step} was not committed to {self.root} within "
+            f"{timeout_s:g} s (latest committed step: {self.latest_step()}); "
+            "is the side that writes it running, on the same root?")
+      if status is not None and now >= next_status:
+        status(f"waiting for step {step} in {self.root} ({waited:.0f} s)")
+        next_status = now + status_every_s
+      sleep_s = poll_s
+      if timeout_s is not None:
+        sleep_s = min(sleep_s, max(timeout_s - waited, 0.0))
+      time.sleep(sleep_s)
+    return (self._decode_file(step, _ARRAYS, decode_arrays),
+            self._decode_file(step, _META, decode_json))
+
+  def _decode_file(self, step: int, file_name: str,
+                   decode: Callable[[bytes], Any]) -> Any:
+    """Reads and decodes one file of committed step `step`."""
+    directory = f"{_STEPS}/{_step_name(step)}"
+    url = self._files.url(f"{directory}/{file_name}")
+    data = self._files.read(f"{directory}/{file_name}")
+    fix = (f"delete the step directory {self._files.url(directory)} (on "
+           "gs://, every object under it) to have the main side write "
+           f"step {step} again.")
+    if data is None:
+      raise StoreError(f"step {step}: {url} is gone although the step is "
+                       f"committed (deleted by hand?); {fix}")
+    try:
+      return decode(data)
+    except CORRUPT as e:
+      raise StoreError(f"step {step}: {url} is corrupt or truncated "
+                       f"({type(e).__name__}: {e}); {fix}") from e
+
+  # -- weights -------------------------------------------------------------
+
+  def _weights_dir(self, agent: str) -> str:
+    if not isinstance(agent, str) or not _AGENT_NAME.fullmatch(agent):
+      raise StoreError(f"agent={agent!r}: expected a name of letters, digits, "
+                       "'_', '.' or '-'.")
+    return self._files.url(f"{_WEIGHTS}/{agent}")
+
+  def _weight_writer(self, agent: str) -> ocp.CheckpointManager:
+    """The manager that publishes (and deletes) `agent`'s weights."""
+    writer = self._weight_writers.get(agent)
+    if writer is None:
+      writer = ocp.CheckpointManager(
+          self._weights_dir(agent),
+          options=ocp.CheckpointManagerOptions(
+              max_to_keep=self._keep_weights, create=True,
+              enable_async_checkpointing=False))
+      self._weight_writers[agent] = writer
+    return writer
+
+  def publish_weights(self, agent: str, step: int, params: Any) -> None:
+    """Saves `params` (a pytree of arrays) as `agent`'s weights at `step`.
+
+    Blocks until the version is committed; then, if `keep_weights` is an
+    int, deletes all but the last `keep_weights` versions. Steps must
+    increase from one call to the next.
+    """
+    _step_name(step)
+    writer = self._weight_writer(agent)
+    latest = writer.latest_step()
+    if latest is not None and step <= latest:
+      raise StoreError(f"weights of agent {agent!r}: step={step} is not after "
+                       "the latest published step "
+                       f"{latest} in {self._weights_dir(agent)}.")
+    self._write_fingerprint()
+    writer.save(int(step), args=ocp.args.StandardSave(params), force=True)
+    writer.wait_until_finished()
+
+  def prune_weights(self, agent: str, keep_from: int,
+                    keep_newest: int = 0) -> list[int]:
+    """Deletes `agent`'s versions older than `keep_from`, but never any of
+    the `keep_newest` newest; returns the deleted steps, ascending.
+
+    For the trainer, which knows the oldest version a resume from its kept
+    checkpoints needs; call it in the process that publishes `agent`'s
+    weights. Readers re-list, so deletions never break them.
+    """
+    for field, value in (("keep_from", keep_from),
+                         ("keep_newest", keep_newest)):
+      if not is_count(value):
+        raise StoreError(f"{field}={value!r}: expected a non-negative "
+                         "integer.")
+    writer = self._weight_writer(agent)
+    self._files.forget_listings()
+    writer.reload()
+    steps = sorted(writer.all_steps())
+    newest = steps[max(len(steps) - keep_newest, 0):]
+    deleted = [s for s in steps if s < keep_from and s not in newest]
+    for step in deleted:
+      writer.delete(step)
+    return deleted
+
+  def _weight_reader(self, agent: str) -> ocp.CheckpointManager | None:
+    """A read-only manager over `agent`'s weights, re-listed from storage."""
+    directory = self._weights_dir(agent)
+    self._files.forget_listings()
+    reader = self._weight_readers.get(agent)
+    if reader is None:
+      if not ocp.utils.checkpoint_steps(directory):
+        return None
+      reader = ocp.CheckpointManager(
+          directory, item_handlers=ocp.PyTreeCheckpointHandler(),
+          options=ocp.CheckpointManagerOptions(
+              read_only=True, create=False, save_interval_steps=0))
+      self._weight_readers[agent] = reader
+    else:
+      reader.reload()
+    return reader
+
+  def latest_weights_step(self, agent: str) -> int | None:
+    """The newest committed version of `agent`'s weights, or None."""
+    reader = self._weight_reader(agent)
+    return None if reader is None else reader.latest_step()
+
+  def load_weights(self, agent: str, step: int, target: Any = None) -> Any:
+    """Loads `agent`'s weights at `step`.
+
+    Args:
+      agent: the agent's name, as published.
+      step: a version listed by `latest_weights_step`.
+      target: optional pytree of the same structure whose leaves are
+        `jax.ShapeDtypeStruct`s (or arrays) with shardings: the weights are
+        restored onto those shardings and dtypes. Without it, plain host
+        numpy arrays in nested dicts.
+
+    Raises:
+      StoreError: no such version (never published, or already deleted by
+        the writer's `keep_weights` or by `prune_weights`).
+    """
+    _step_name(step)
+    reader = self._weight_reader(agent)
+    steps = [] if reader is None else list(reader.all_steps())
+    if step not in steps:
+      raise StoreError(
+          f"weights of agent {agent!r} at step {step} are not in "
+          f"{self._weights_dir(agent)} (available: {sorted(steps)}); "
+          f"{_DELETED_BY}.")
+    try:
+      if target is None:
+        metadata = reader.item_metadata(step)
+        tree = getattr(metadata, "tree", metadata)
+        restore_args = jax.tree.map(
+            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+        args = ocp.args.PyTreeRestore(restore_args=restore_args)
+      else:
+        args = ocp.args.PyTreeRestore(
+            item=target,
+            restore_args=ocp.checkpoint_utils.construct_restore_args(target))
+      return reader.restore(step, args=args)
+    except (FileNotFoundError, ValueError) as e:
+      self._files.forget_listings()
+      reader.reload()
+      if step not in reader.all_steps():
+        raise StoreError(
+            f"weights of agent {agent!r} at step {step} were deleted while "
+            f"loading ({_DELETED_BY}); load the latest again.") from e
+      raise StoreError(f"could not load weights of agent {agent!r} at step "
+                       f"{step} from {self._weights_dir(agent)}: {e}") from e
+
+  def close(self) -> None:
+    """Waits for pending weight writes and releases Orbax's resources."""
+    for manager in [*self._weight_writers.values(),
+                    *self._weight_readers.values()]:
+      manager.close()
+    self._weight_writers.clear()
+    self._weight_readers.clear()
+
+
+def open_store(root: str, *, fingerprint: dict[str, Any] | None = None,
+               keep_weights: int | None = None) -> Store:
+  """Opens (creating if needed) the store at `root`.
+
+  Args:
+    root: a directory path, or `gs://bucket/prefix`.
+    fingerprint: JSON-able config fields both sides must agree on (model
+      names, B, K, D_max, ...). Compared with the stored one at open; if
+      none is stored, written by this Store's first `write_step` or
+      `publish_weights` (so a start that fails before writing anything
+      binds no config to the root). None: no check.
+    keep_weights: None keeps every version of each agent's weights until
+      `Store.prune_weights` deletes it; an int N makes each publish delete
+      all but the last N. A reader still loading a version when it is
+      deleted gets a StoreError and loads the latest again.
+
+  Raises:
+    StoreError: `root` cannot be written, or `fingerprint` differs from the
+      one stored (naming each differing key and both values).
+  """
+  if not isinstance(root, str) or not root:
+    raise StoreError(f"root={root!r}: expected a directory path or "
+                     "gs://bucket/prefix.")
+  if keep_weights is not None and not is_count(keep_weights, minimum=1):
+    raise StoreError(f"keep_weights={keep_weights!r}: expected None (keep "
+                     "every version) or a positive integer.")
+  if root.startswith("gs://"):
+    files = GcsFiles(root)
+  elif "://" in root:
+    raise StoreError(f"root={root!r}: expected a directory path or "
+                     "gs://bucket/prefix.")
+  else:
+    files = LocalFiles(root)
+  files.check_writable()
+  for url in files.remove_stale_temporaries(STALE_TEMPORARY_AGE_S):
+    logging.info("store: removed %s, a crashed writer's temporary", url)
+  given = None
+  if fingerprint is not None:
+    given = json.loads(encode_json(fingerprint, "fingerprint"))
+    stored = read_fingerprint(files)
+    if stored is not None:
+      check_fingerprint(files, stored, given)
+      given = None  # Already written.
+  return Store(files, keep_weights, unwritten_fingerprint=given)

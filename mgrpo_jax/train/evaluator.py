@@ -1,0 +1,129 @@
+"""The one evaluator: roll a team out on questions, score, report figures.
+
+Used by the trainer (training rollouts and validation / test figures), the
+SFT warm start's study (bench/sft_study.py), `python -m mgrpo_jax.evaluate`
+and the rollout benchmark, so a figure means the same in all of them:
+
+  accuracy        share of rollouts whose main answer is right (is_correct)
+  format          share whose main trajectory is well-formed
+  sub_calls       delegations per rollout (every sub-agent kind)
+  sub_format      share of sub-agent reports that are well-formed
+  sub_expert      share of reports the expert credits (with an expert)
+  generated_tokens, seconds, tokens_per_second
+
+`roll_out` is the primitive (any K, any temperature, a callback per finished
+rollout); `evaluate` is the trainer's validation: one greedy rollout per
+question (and, with `samples`, that many at the training temperature), plus
+the per-agent diagnostics of agents/diagnostics.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+
+from mgrpo_jax.agents.diagnostics import Grader, team_diagnostics
+from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
+from mgrpo_jax.agents.rollout import RolloutController
+from mgrpo_jax.agents.trajectory import Rollout
+from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.data.task import Task
+
+
+def weights_of(reward: Mapping[str, Any]) -> dict[str, float]:
+  """The reward weights a config's `reward` section names: its preset with
+  every field that is not None overriding the preset's value."""
+  reward = dict(reward)
+  return reward_weights(reward.pop("preset"), **{
+      k: v for k, v in reward.items() if v is not None})
+
+
+def greedy(controller: RolloutController) -> RolloutController:
+  """The same team on the same samplers, decoding greedily."""
+  def cold(agent):
+    return dataclasses.replace(agent, sampling=dataclasses.replace(
+        agent.sampling, temperature=0.0))
+
+  return RolloutController(cold(controller.main), [
+      cold(a) for name, a in controller.agents.items()
+      if name != controller.main.name])
+
+
+@dataclasses.dataclass
+class Outcome:
+  """What `roll_out` returns: rollouts [B][K], their scores, the figures."""
+  rollouts: list[list[Rollout]]
+  scores: Scores
+  figures: dict[str, float]
+
+
+def roll_out(controller: RolloutController, tasks: Sequence[Task],
+             group_size: int, key: jax.Array, weights: Mapping[str, float], *,
+             sub_agent: str = "sub",
+             on_rollout: Callable[[Rollout], None] | None = None) -> Outcome:
+  """Rolls every task out `group_size` times and scores the rollouts with
+  reward `weights` (a rule expert grades reports when v_exp > 0)."""
+  tasks = list(tasks)
+  start = time.perf_counter()
+  rollouts = controller.run(tasks, group_size, key, on_rollout=on_rollout)
+  seconds = time.perf_counter() - start
+  expert = RuleExpert() if weights["v_exp"] > 0 else None
+  scores = score_rollouts(rollouts, tasks, dict(weights), expert=expert,
+                          sub_agent=sub_agent)
+  flat = [r for row in rollouts for r in row]
+  generated = sum(t.num_generated for r in flat for t in (r.main, *r.subs))
+  figures = {
+      "reward": float(scores.main_reward.mean()),
+      "accuracy": float(scores.main_correct.mean()),
+      "format": float(scores.main_format_ok.mean()),
+      "sub_calls": float(np.mean([len(r.subs) for r in flat])),
+      "generated_tokens": float(generated),
+      "seconds": seconds,
+      "tokens_per_second": generated / max(seconds, 1e-9),
+  }
+  if len(scores.sub_reward):
+    figures["sub_reward"] = float(scores.sub_reward.mean())
+    figures["sub_format"] = float(scores.sub_format_ok.mean())
+    figures["sub_expert"] = float(scores.sub_expert.mean())
+  return Outcome(rollouts, scores, figures)
+
+
+# The figures a validation reports (the rest are the rollout's own).
+_EVAL_FIGURES = ("accuracy", "format", "sub_calls")
+
+
+def evaluate(controller: RolloutController, tasks: Sequence[Task],
+             samples: int = 0, *, grader: Grader | None = None,
+             prefix: str = "eval",
+             weights: Mapping[str, float] | None = None) -> dict[str, float]:
+  """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
+  question (accuracy, format, sub_calls; with a `grader`, the per-agent
+  diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
+  per question at the training temperature (sampled_accuracy,
+  sampled_format: the expected reward terms the policy gradient climbs).
+  The keys are the same at every evaluation, so two evaluations differ only
+  through the weights; `time/<prefix>` is the seconds taken."""
+  start = time.perf_counter()
+  weights = weights or reward_weights("mgrpo")
+  tasks = list(tasks)
+  greedy_run = roll_out(greedy(controller), tasks, 1, jax.random.key(0),
+                        weights)
+  out = {k: greedy_run.figures[k] for k in _EVAL_FIGURES}
+  if grader is not None:
+    out.update(team_diagnostics(greedy_run.rollouts, tasks, grader))
+  if samples:
+    sampled = roll_out(controller, tasks, samples, jax.random.key(1),
+                       weights).figures
+    out["sampled_accuracy"] = sampled["accuracy"]
+    out["sampled_format"] = sampled["format"]
+  out = prefixed(prefix, out)
+  out[f"time/{prefix}"] = time.perf_counter() - start
+  return out
+
+
+def prefixed(prefix: str, metrics: Mapping[str, float]) -> dict[str, float]:
+  return {f"{prefix}/{k}": v for k, v in metrics.items()}

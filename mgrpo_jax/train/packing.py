@@ -1,0 +1,91 @@
+"""Packing trajectories into a fixed-shape batch: [N, T] with N a multiple of
+the micro-batch and T a bucket (min_len x 1, 1.5, 2, 3, 4, 6, ...), so a run
+compiles at most one train step per bucket whatever its trajectories were.
+Used by both learners (RL, train/learner.py) and SFT (train/sft.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Batch:
+  """A packed batch (numpy, host): position t predicts target t."""
+  inputs_NxT: np.ndarray  # int32: ids [0, T).
+  targets_NxT: np.ndarray  # int32: ids [1, T].
+  mask_NxT: np.ndarray  # float32: 1 where the agent generated the target.
+  adv_N: np.ndarray  # float32
+  behaviour_NxT: np.ndarray | None  # float32: the sampler's log-prob of each
+  # target; None: sampled by the learner's current weights (no correction).
+  version_N: np.ndarray  # int32: weight version that sampled the row.
+  num_sequences: int  # Real (unpadded, valid) sequences.
+  num_rows: int  # Trajectories given to `pack` (valid or not): B of Dr. GRPO.
+
+
+def _bucket(n: int, minimum: int, maximum: int) -> int:
+  """The smallest of minimum * (1, 1.5, 2, 3, 4, 6, 8, ...) >= n, capped at
+  maximum: at most ~2 compilations per doubling, and no row padded to more
+  than 1.5x its length (a power-of-two ladder pads 513 ids to 1024)."""
+  size = minimum
+  while size < n:
+    half_step = size * 3 // 2
+    size = half_step if half_step >= n and half_step > size else size * 2
+  return min(size, maximum)
+
+
+def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
+         advantages: Sequence[float], *, micro_batch: int, min_len: int,
+         max_len: int, valid: Sequence[bool] | None = None,
+         logprobs: Sequence[np.ndarray] | None = None,
+         versions: Sequence[int] | None = None) -> Batch:
+  """Packs trajectories into a `Batch` (see the module docstring).
+
+  An invalid trajectory (`valid` False, e.g. an empty alignment slot) stays
+  in the batch with an all-zero mask, so N does not depend on the data.
+  `logprobs[i]` is aligned with `tokens[i]` (the sampler's log-prob of each
+  generated id; `Trajectory.logprobs`); `versions[i]` the weight version
+  that sampled it. Without log-probs the data counts as sampled by the
+  learner's current weights; version -1 marks a version unknown.
+  """
+  n = len(tokens)
+  if not (len(loss_masks) == len(advantages) == n) or n == 0:
+    raise ValueError(f"pack: {n} token arrays, {len(loss_masks)} masks, "
+                     f"{len(advantages)} advantages; expected the same "
+                     "number, at least one.")
+  if logprobs is not None and len(logprobs) != n:
+    raise ValueError(f"pack: {len(logprobs)} log-prob arrays for {n} "
+                     "trajectories.")
+  valid = [True] * n if valid is None else list(valid)
+  longest = max(len(t) for t in tokens) - 1
+  t = _bucket(max(longest, 1), min_len, max_len)
+  rows = -(-n // micro_batch) * micro_batch
+  inputs = np.zeros((rows, t), np.int32)
+  targets = np.zeros((rows, t), np.int32)
+  mask = np.zeros((rows, t), np.float32)
+  adv = np.zeros((rows,), np.float32)
+  behaviour = None if logprobs is None else np.zeros((rows, t), np.float32)
+  version = np.full((rows,), -1, np.int32)
+  if versions is not None:
+    version[:n] = versions
+  for i, (ids, m) in enumerate(zip(tokens, loss_masks)):
+    ids, m = np.asarray(ids, np.int32), np.asarray(m, bool)
+    lp = None if logprobs is None else np.asarray(logprobs[i], np.float32)
+    if ids.shape != m.shape or (lp is not None and lp.shape != ids.shape):
+      raise ValueError(f"pack: trajectory {i} has {ids.shape[0]} ids but a "
+                       f"mask of {m.shape[0]}" + (
+                           "" if lp is None else f" and {lp.shape[0]} "
+                           "log-probs") + "; expected one per id.")
+    length = min(len(ids) - 1, t)
+    if length <= 0:
+      continue
+    inputs[i, :length] = ids[:length]
+    targets[i, :length] = ids[1:length + 1]
+    mask[i, :length] = m[1:length + 1] * bool(valid[i])
+    if behaviour is not None:
+      behaviour[i, :length] = lp[1:length + 1]
+    adv[i] = advantages[i]
+  return Batch(inputs, targets, mask, adv, behaviour, version,
+               int(sum(map(bool, valid))), n)

@@ -1,0 +1,195 @@
+"""Supervised warm start: next-token cross-entropy on agent demonstrations.
+
+Before RL, a model (the tiny from-scratch one above all) must already speak
+the protocol, or every rollout is a format failure and every reward 0. SFT
+trains it on trajectories (e.g. `agents.demonstrations.demonstrations`): the same
+token ids and loss masks the rollout controller produces, so it learns
+exactly the turns an agent writes, never the prompts or tool outputs.
+
+A step packs B trajectories with the learner's `pack` (T padded to a
+bucket of 1, 1.5, 2, 3, 4, ... x min_len, compiled once each), then minimises the
+token mean of the masked cross-entropy over the whole batch (micro-batches
+of `micro_batch` rows are accumulated inside one jitted step with
+`lax.scan`, each divided by the batch's token count), with the learner's
+optimizer (`make_optimizer`: global-norm clipping, AdamW, warm-up + cosine).
+
+The tiny team's warm start is measured by `python -m mgrpo_jax.bench.sft_study`
+(bench/sft_study.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from mgrpo_jax.agents.trajectory import Trajectory
+from mgrpo_jax.train.learner import LearnerConfig, make_optimizer
+from mgrpo_jax.train.packing import Batch, pack
+
+
+def masked_nll(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
+               mask_BxT: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(sum of -log p(target) over the mask, masked argmax hits)."""
+  logp_BxTxV = jax.nn.log_softmax(logits_BxTxV.astype(jnp.float32), axis=-1)
+  nll_BxT = -jnp.take_along_axis(logp_BxTxV, targets_BxT[..., None],
+                                 axis=-1)[..., 0]
+  hits_BxT = jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT
+  return jnp.sum(nll_BxT * mask_BxT), jnp.sum(hits_BxT * mask_BxT)
+
+
+def sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+             micro_batch: int, params: nnx.State, opt_state: optax.OptState,
+             inputs_NxT: jax.Array, targets_NxT: jax.Array,
+             mask_NxT: jax.Array) -> tuple[nnx.State, optax.OptState,
+                                           dict[str, jax.Array]]:
+  """One update: masked token-mean cross-entropy over the N rows (N a
+  multiple of `micro_batch`), gradients accumulated over micro-batches."""
+  n, t = inputs_NxT.shape
+  count = jnp.maximum(jnp.sum(mask_NxT), 1.0)
+  split = lambda x: x.reshape(n // micro_batch, micro_batch, t)
+
+  def micro(carry, xs):
+    grads, hits = carry
+    inputs, targets, mask = xs
+
+    def loss_fn(p):
+      logits = nnx.merge(graphdef, p)(inputs)
+      total, correct = masked_nll(logits, targets, mask)
+      return total / count, correct
+
+    (value, correct), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    return (jax.tree.map(jnp.add, grads, g), hits + correct), value
+
+  zeros = jax.tree.map(jnp.zeros_like, params)
+  (grads, hits), values = jax.lax.scan(
+      micro, (zeros, jnp.float32(0)),
+      (split(inputs_NxT), split(targets_NxT), split(mask_NxT)))
+  updates, opt_state = optimizer.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  metrics = {"loss": jnp.sum(values), "accuracy": hits / count,
+             "grad_norm": optax.tree.norm(grads), "tokens": jnp.sum(mask_NxT)}
+  return params, opt_state, metrics
+
+
+class SFTTrainer:
+  """A model's parameters, optimizer state and jitted SFT step.
+
+  Of `config` (a `LearnerConfig`) SFT reads the optimizer fields
+  (learning_rate, warmup_steps, total_steps, weight_decay, clip_norm, b1,
+  b2) and the packing fields (micro_batch, min_len, max_len); the RL loss
+  fields are ignored.
+  """
+
+  def __init__(self, model: nnx.Module, config: LearnerConfig,
+               mesh: Mesh | None = None):
+    self.config, self.mesh = config, mesh
+    self.graphdef, self.params = nnx.split(model)
+    self.optimizer = make_optimizer(config)
+    self.opt_state = jax.jit(self.optimizer.init)(self.params)
+    self.step_count = 0
+    self.traces = 0  # Compilations of the step (one per T bucket).
+
+    def step(*args):
+      self.traces += 1
+      return sft_step(self.graphdef, self.optimizer, config.micro_batch, *args)
+
+    self._step = jax.jit(step, donate_argnums=(0, 1))
+
+  def batch(self, trajectories: Sequence[Trajectory]) -> Batch:
+    """The trajectories packed (advantage 1, unused by SFT)."""
+    c = self.config
+    return pack([t.tokens for t in trajectories],
+                [t.loss_mask for t in trajectories],
+                [1.0] * len(trajectories), micro_batch=c.micro_batch,
+                min_len=c.min_len, max_len=c.max_len)
+
+  def _put(self, x: np.ndarray) -> jax.Array:
+    if self.mesh is None:
+      return jnp.asarray(x)
+    return jax.device_put(x, NamedSharding(self.mesh, PartitionSpec()))
+
+  def step(self, batch: Batch | Sequence[Trajectory]) -> dict[str, float]:
+    """One update on a packed batch (or on trajectories, packed here);
+    returns loss (mean nats per trained token), accuracy (argmax hits per
+    trained token), grad_norm and tokens."""
+    if not isinstance(batch, Batch):
+      batch = self.batch(batch)
+    self.params, self.opt_state, metrics = self._step(
+        self.params, self.opt_state, self._put(batch.inputs_NxT),
+        self._put(batch.targets_NxT), self._put(batch.mask_NxT))
+    self.step_count += 1
+    return {k: float(v) for k, v in metrics.items()}
+
+  def model(self) -> nnx.Module:
+    """The current weights as a model (e.g. for `Engine.update_weights`)."""
+    return nnx.merge(self.graphdef, self.params)
+
+
+def batches(num_items: int, batch_size: int, steps: int,
+            rng: np.random.Generator):
+  """Index lists of `batch_size` for `steps` steps: epochs of shuffled
+  indices (each item once per epoch; an epoch's tail joins the next)."""
+  order: list[int] = []
+  for _ in range(steps):
+    while len(order) < batch_size:
+      order.extend(rng.permutation(num_items).tolist())
+    yield order[:batch_size]
+    order = order[batch_size:]
+
+
+def sft_learner_config(learner: Mapping[str, Any], *, steps: int,
+                       batch_size: int, learning_rate: float,
+                       max_len: int) -> LearnerConfig:
+  """The warm start's optimizer and packing settings: a run's `learner.main`
+  section (clipping, AdamW betas, weight decay) with SFT's own learning
+  rate, a warm-up of min(10, steps // 10) steps, cosine decay over `steps`,
+  micro-batch `batch_size` and T buckets from 64 to `max_len`."""
+  return LearnerConfig(**{
+      **dict(learner), "learning_rate": learning_rate,
+      "warmup_steps": min(10, steps // 10), "total_steps": steps,
+      "micro_batch": batch_size, "min_len": 64, "max_len": max_len})
+
+
+def warm_start(model: nnx.Module, trajectories: Sequence[Trajectory], *,
+               steps: int, batch_size: int, config: LearnerConfig,
+               seed: int = 0, mesh: Mesh | None = None,
+               on_step: Callable[[int, dict[str, float]], Any] | None = None
+               ) -> tuple[nnx.Module, list[float]]:
+  """SFT of `model` on `trajectories`; returns the trained model and the
+  loss of every step.
+
+  Args:
+    model: the decoder to train (its weights are not modified in place).
+    trajectories: demonstrations; those with nothing to learn (empty loss
+      mask) are skipped.
+    steps: optimizer updates.
+    batch_size: trajectories per update.
+    config: optimizer / packing settings (e.g. `sft_learner_config`).
+    seed: seeds the order of the trajectories.
+    mesh: where the batch goes (replicated); parameters stay where they are.
+    on_step: called as on_step(step, metrics) after every update.
+  """
+  for field, value in (("steps", steps), ("batch_size", batch_size)):
+    if not isinstance(value, int) or value < 1:
+      raise ValueError(f"warm_start: {field}={value!r}; expected a positive "
+                       "integer.")
+  usable = [t for t in trajectories if t.loss_mask[1:].any()]
+  if not usable:
+    raise ValueError(f"warm_start: none of the {len(trajectories)} "
+                     "trajectories has a generated token to learn; expected "
+                     "demonstrations with a non-empty loss mask.")
+  trainer = SFTTrainer(model, config, mesh)
+  rng = np.random.default_rng(seed)
+  losses = []
+  for step, index in enumerate(batches(len(usable), batch_size, steps, rng)):
+    metrics = trainer.step([usable[i] for i in index])
+    losses.append(metrics["loss"])
+    if on_step is not None:
+      on_step(step, metrics)
+  return trainer.model(), losses

@@ -1,0 +1,381 @@
+"""One process of an M-GRPO run (train/trainer.py runs it): its meshes,
+store, checkpoints, models, learners and samplers, and the step's parts.
+
+`Side(config, role)` holds what the role needs: "all" both agents, "main"
+the rollouts and the main agent, "sub" the sub-agent's learner only (it
+reads steps from the store and publishes weights to it)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from mgrpo_jax.agents.diagnostics import Grader
+from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
+from mgrpo_jax.agents.team import build_team, sub_kinds
+from mgrpo_jax.runtime import checkpoints, meshes
+from mgrpo_jax.runtime import store as store_lib
+from mgrpo_jax.train import batches
+from mgrpo_jax.train.data import load_data
+from mgrpo_jax.train.evaluator import evaluate, prefixed, roll_out, weights_of
+from mgrpo_jax.train.learner import Learner, LearnerConfig
+from mgrpo_jax.train.run_checks import check_run_config
+from mgrpo_jax.train.team_build import agents_section, build_models
+
+
+def checksum(params: Any) -> float:
+  """Sum of |w| over every weight, in float64 on the host: the same weights
+  give the same number in any process."""
+  return float(sum(np.abs(np.asarray(x, np.float64)).sum()
+                   for x in jax.tree.leaves(params)))
+
+
+def rollout_step(controller, tasks, group_size, key, weights):
+  """Rolls out and scores (train/evaluator.py); returns (rollouts, scores,
+  the step's rollout metrics)."""
+  run = roll_out(controller, tasks, group_size, key, weights)
+  f, scores = run.figures, run.scores
+  metrics = {
+      "main/reward": f["reward"],
+      "main/accuracy": f["accuracy"],
+      "main/format": f["format"],
+      "sub/calls_per_rollout": float(scores.sub_calls.mean()),
+      "rollout/generated_tokens": f["generated_tokens"],
+      "time/rollout": f["seconds"],
+      "rollout/tokens_per_second": f["tokens_per_second"],
+  }
+  if "sub_reward" in f:
+    metrics["sub/reward"] = f["sub_reward"]
+    metrics["sub/format"] = f["sub_format"]
+  return run.rollouts, scores, metrics
+
+
+def learner_config(config, agent: str) -> LearnerConfig:
+  return LearnerConfig(**config.learner[agent].to_dict())
+
+
+def pack_settings(config, agent: str) -> batches.PackSettings:
+  c = learner_config(config, agent)
+  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len)
+
+
+def absolute(path: str) -> str:
+  """Orbax wants absolute paths; gs:// URLs are left alone."""
+  return path if "://" in path else os.path.abspath(path)
+
+
+def fingerprint(config) -> dict[str, Any]:
+  """What both sides of a run must agree on (checked when the store opens)."""
+  return {"mode": config.mode, "model": config.model.to_dict(),
+          "world": config.world.to_dict(),
+          "questions_per_step": config.train.questions_per_step,
+          "group_size": config.train.group_size, "d_max": config.align.d_max,
+          "sub_kinds": list(sub_kinds(agents_section(config))),
+          "seed": config.seed}
+
+
+def d_max_of(config, kind: str) -> int:
+  """D_max of a sub-agent kind: align.d_max for "sub", align.<kind>_d_max
+  for the others."""
+  return config.align.d_max if kind == "sub" else config.align[f"{kind}_d_max"]
+
+
+def _named(kind: str, metric: str) -> str:
+  """A sub-agent kind's name of a per-kind metric: the "sub" kind keeps the
+  names runs have always logged ("align/valid_slots",
+  "weights/published_checksum"); another kind's are "verifier_align/...",
+  "weights/verifier_published_checksum"."""
+  group, _, name = metric.partition("/")
+  if kind == "sub":
+    return metric
+  return f"{group}/{kind}_{name}" if group == "weights" else f"{kind}_{metric}"
+
+
+class Side:
+  """What one process of a run holds (see the module docstring). Every
+  per-agent thing is keyed by the agent's name: "main" and each sub-agent
+  kind of `config.agents.sub_kinds`."""
+
+  def __init__(self, config, role: str, log: Callable[[str], None]):
+    check_run_config(config, role)
+    self.config, self.role, self.log = config, role, log
+    self.kinds = sub_kinds(agents_section(config))
+    self.samples = role in ("all", "main")
+    trains = {"main": self.samples}
+    for kind in self.kinds:
+      trains[kind] = config.mode == "mgrpo" and role in ("all", kind)
+    self.trained = [name for name, t in trains.items() if t]
+    # The main side samples every agent; a kind's side only trains its own.
+    built = ["main", *self.kinds] if self.samples else [role]
+    mesh_config = ml_collections.ConfigDict(
+        {k: config.mesh[k] for k in ["share", *built]})
+    self.meshes = meshes.agent_meshes(mesh_config)
+    run_dir = absolute(config.run_dir)
+    # Every weight version is kept until a checkpoint makes it unneeded
+    # (`prune_weights` after each save).
+    self.store = store_lib.open_store(absolute(config.store.root)
+                                      if config.store.root
+                                      else f"{run_dir}/store",
+                                      fingerprint=fingerprint(config),
+                                      keep_weights=None)
+    self.data = load_data(config)
+    self.ckpt = {name: checkpoints.AgentCheckpointer(
+        f"{run_dir}/checkpoints", name,
+        max_to_keep=config.checkpoint.max_to_keep,
+        save_every=config.checkpoint.every, keep_steps=(0,))
+        for name in self.trained}
+    self.resume_step = self._common_step()
+    self.tok, models, self.sft_metrics = build_models(
+        config, self.meshes, self.data, built, log=log)
+    if self.ckpt:  # Lets evaluate --checkpoint rebuild the trained model.
+      from mgrpo_jax.train.trained import write_model_card
+      write_model_card(f"{run_dir}/checkpoints",
+                       next(iter(models.values())).config, self.tok)
+    from flax import nnx
+    # What weights loaded from the store are restored into, per kind.
+    self.targets = {k: nnx.split(models[k])[1] for k in self.kinds
+                    if k in models}
+    # Each learner scores tokens at the rollouts' temperature.
+    self.learners = {name: Learner(
+        name, models[name], learner_config(config, name), self.meshes[name],
+        temperature=config.agents.temperature) for name in self.trained}
+    self.controller = None
+    # Per kind: (step, checksum) of the weights its sampler has.
+    self.sub_weights: dict[str, tuple[int, float]] = {}
+    if self.samples:
+      self.controller = build_team(
+          agents_section(config), self.data.backend,
+          main_model=models["main"], main_tokenizer=self.tok,
+          sub_models={k: models[k] for k in self.kinds})
+    self.weights = weights_of(config.reward.to_dict())
+    self.start_step = self._resume()
+
+  @property
+  def main(self) -> Learner | None:
+    return self.learners.get("main")
+
+  @property
+  def trained_kinds(self) -> list[str]:
+    """The sub-agent kinds this process trains."""
+    return [k for k in self.kinds if k in self.learners]
+
+  def _common_step(self) -> int | None:
+    """The newest step every agent this process trains has a checkpoint of
+    (None: start afresh). A run killed between the agents' saves left one
+    agent a step ahead: that newer checkpoint is dropped and the step is
+    redone (same seed, same result)."""
+    if not self.ckpt:
+      return None
+    saved = {name: set(c.steps()) for name, c in self.ckpt.items()}
+    common = set.intersection(*saved.values())
+    step = max(common) if common else None
+    for name, ckpt in self.ckpt.items():
+      dropped = ckpt.discard_after(step)
+      if dropped:
+        self.log(f"{name}: dropped the checkpoint(s) of step(s) {dropped}, "
+                 f"newer than the newest step all agents saved ({step}); "
+                 "they are redone")
+    return step
+
+  def _resume(self) -> int:
+    if self.resume_step is None:
+      return 0
+    for name, learner in self.learners.items():
+      restored = self.ckpt[name].restore(self.resume_step, learner.params,
+                                         learner.opt_state)
+      learner.params, learner.opt_state = restored.params, restored.opt_state
+      learner.step_count = restored.step
+      self.log(f"{name}: resumed from the checkpoint of step {restored.step}")
+    return self.resume_step
+
+  # ------------------------------------------------------------- weights
+
+  def sync_main(self) -> None:
+    """The main sampler takes the main learner's weights (version = its
+    update count)."""
+    self.controller.load_weights(
+        "main" if self.config.mode != "single" else "single",
+        self.main.params, self.main.step_count)
+
+  def sync_subs(self, step: int, *, newest: bool = False) -> None:
+    """Loads, for every sub-agent kind, the weights the rollout of `step`
+    must use (one version behind with one_step), or with `newest` those
+    after `step` updates (what evaluation uses)."""
+    if self.config.mode != "mgrpo":
+      return
+    want = (step if newest or self.config.train.staleness == "sync"
+            else max(step - 1, 0))
+    for kind in self.kinds:
+      if self.sub_weights.get(kind, (None,))[0] == want:
+        continue
+      learner = self.learners.get(kind)
+      if learner is not None and want == learner.step_count:
+        params = learner.params
+      else:
+        params = self.store.load_weights(
+            kind, self._wait_weights(kind, want), target=self.targets[kind])
+      self.controller.load_weights(kind, params, want)
+      self.sub_weights[kind] = (want, checksum(params))
+
+  def _wait_weights(self, kind: str, want: int) -> int:
+    timeout = self.config.store.timeout_s
+    start = time.perf_counter()
+    next_status = start  # A status line as soon as it waits, then every 5 s.
+    while True:
+      latest = self.store.latest_weights_step(kind)
+      if latest is not None and latest >= want:
+        return want
+      waited = time.perf_counter() - start
+      if waited > timeout:
+        raise store_lib.StoreTimeout(
+            f"waited {waited:.0f} s for the {kind} side's weights of step "
+            f"{want} in {self.store.root} (latest published: {latest}); is "
+            f"the --role={kind} process running? Raise "
+            f"config.store.timeout_s (now {timeout}) if it is just slow. "
+            "Everything up to the last finished step is saved; start this "
+            "process again to resume.")
+      if time.perf_counter() >= next_status:
+        next_status += 5.0
+        self.log(f"waiting for the {kind} side's weights of step {want} "
+                 f"({waited:.0f} s of {timeout:.0f} s)")
+      time.sleep(0.5)
+
+  # ---------------------------------------------------------------- steps
+
+  def main_step(self, step: int, key) -> dict[str, float]:
+    """Rollouts, rewards, the store record, the main update."""
+    config = self.config
+    c = config.train
+    metrics: dict[str, float] = {}
+    start = time.perf_counter()
+    self.sync_subs(step)
+    metrics["time/weights"] = time.perf_counter() - start
+    tasks = self.data.batch(step, c.questions_per_step)
+    rollouts, scores, rollout_metrics = rollout_step(
+        self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
+        self.weights)
+    metrics.update(rollout_metrics)
+    for kind, (version, total) in self.sub_weights.items():
+      metrics[f"weights/{kind}_step"] = version
+      metrics[f"weights/{kind}_checksum"] = total
+    if self.kinds:
+      start = time.perf_counter()
+      arrays = {}
+      for kind in self.kinds:
+        kind_scores = scores if kind == "sub" else self._scores(
+            rollouts, tasks, kind, metrics)
+        record = batches.sub_record(rollouts, kind_scores)
+        arrays.update({f"{kind}.{k}": v
+                       for k, v in record.to_arrays().items()})
+      if self.store.has_step(step):  # Written before a crash: keep it.
+        self.log(f"step {step}: the store already holds this step's record "
+                 "(a resumed run); the sub-agents train on that one")
+      else:
+        self.store.write_step(step, arrays, {
+            "main/reward": metrics["main/reward"],
+            "main/accuracy": metrics["main/accuracy"]})
+      metrics["time/store"] = time.perf_counter() - start
+    start = time.perf_counter()
+    batch, _ = batches.main_batch(
+        rollouts, scores, settings=pack_settings(config, "main"),
+        scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics.update(prefixed("main", self.main.step(batch)))
+    self.sync_main()
+    metrics["time/main_update"] = time.perf_counter() - start
+    return metrics
+
+  def _scores(self, rollouts, tasks, kind: str, metrics) -> Any:
+    """The rewards of a kind other than "sub" (hierarchical credit: tied to
+    the main agent's outcome like every kind's), and its rollout figures."""
+    expert = RuleExpert() if self.weights["v_exp"] > 0 else None
+    scores = score_rollouts(rollouts, tasks, self.weights, expert=expert,
+                            sub_agent=kind)
+    metrics[f"{kind}/calls_per_rollout"] = float(scores.sub_calls.mean())
+    if len(scores.sub_reward):
+      metrics[f"{kind}/reward"] = float(scores.sub_reward.mean())
+      metrics[f"{kind}/format"] = float(scores.sub_format_ok.mean())
+    return scores
+
+  def sub_step(self, kind: str, step: int, key) -> dict[str, float]:
+    """Reads the kind's part of the step from the store, aligns it to its
+    own D_max, takes its advantages, updates, publishes."""
+    config = self.config
+    start = time.perf_counter()
+    arrays, _ = self.store.read_step(
+        step, timeout_s=config.store.timeout_s,
+        status=lambda message: self.log(message))
+    prefix = f"{kind}."
+    record = batches.SubRecord.from_arrays(
+        {k[len(prefix):]: v for k, v in arrays.items()
+         if k.startswith(prefix)})
+    batch, stats = batches.sub_batch(
+        record, jax.random.fold_in(key, 1 + self.kinds.index(kind)),
+        d_max=d_max_of(config, kind), settings=pack_settings(config, kind),
+        fill=config.align.fill, group_by=config.advantage.sub_group_by,
+        scale=config.advantage.scale, eps=config.advantage.eps)
+    learner = self.learners[kind]
+    metrics = prefixed(kind, learner.step(batch))
+    metrics.update(prefixed(_named(kind, "align"), stats))
+    self.publish(kind, step + 1)
+    metrics[_named(kind, "weights/published_checksum")] = checksum(
+        learner.params)
+    metrics[f"time/{kind}_update"] = time.perf_counter() - start
+    return metrics
+
+  def evaluate(self, step: int) -> dict[str, float]:
+    """Validation with the newest weights of every agent (after `step`
+    updates; the main sampler already has them)."""
+    self.sync_subs(step, newest=True)
+    grader = Grader(self.data.backend.documents)
+    out = evaluate(self.controller, self.data.validation,
+                   self.config.train.eval_samples, grader=grader,
+                   weights=self.weights)
+    if self.data.test:
+      out.update(evaluate(self.controller, self.data.test, grader=grader,
+                          prefix="test", weights=self.weights))
+    for kind, (version, _) in self.sub_weights.items():
+      out[f"eval/{kind}_version"] = float(version)
+    return out
+
+  def publish(self, kind: str, step: int) -> None:
+    """Publishes a kind's weights after `step` updates (once per step)."""
+    latest = self.store.latest_weights_step(kind)
+    if latest is None or latest < step:
+      self.store.publish_weights(kind, step, self.learners[kind].params)
+
+  def save(self, step: int, key, *, force: bool = False) -> None:
+    for name, learner in self.learners.items():
+      self.ckpt[name].save(step, learner.params, learner.opt_state,
+                           key=key, data_position=step, force=force)
+    for kind in self.trained_kinds:
+      self.prune_weights(kind)
+
+  def save_start(self, key) -> None:
+    """Checkpoints step 0, the weights training starts from (the warm
+    start), once per run: kept beside the newest checkpoints so that
+    `evaluate --checkpoint <run>/checkpoints/main/0` can measure it after
+    the run."""
+    for name, learner in self.learners.items():
+      if self.ckpt[name].latest_step() is None:
+        self.ckpt[name].save(0, learner.params, learner.opt_state, key=key,
+                             data_position=0, force=True)
+
+  def prune_weights(self, kind: str) -> None:
+    """Drops a kind's weight versions no resume can need: a resume starts at
+    a kept checkpoint step s (either side's, which stay within a step of
+    each other) and samples version s, or s - 1 with one_step."""
+    # Step 0 (the warm start, always kept) is resumed from only while it
+    # is the one checkpoint; the weights it needs are published afresh.
+    kept = [s for s in self.ckpt[kind].steps() if s > 0]
+    if kept:
+      self.store.prune_weights(kind, keep_from=min(kept) - 1,
+                               keep_newest=self.config.store.keep_weights)
+
+  def close(self) -> None:
+    for ckpt in self.ckpt.values():
+      ckpt.close()
