@@ -3,7 +3,7 @@
 The default is the untrained SmolLM2-135M-Instruct as both main agent and
 sub-agent on the synthetic world's test split, sized for a 2-core CPU. Every
 field can be overridden, e.g. `--config.eval.limit=0` (all questions) or
-`--config.agents.mode=single`.
+`--config.agents.layout=single`.
 """
 
 import ml_collections

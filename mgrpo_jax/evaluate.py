@@ -145,7 +145,7 @@ def _load_models(config, checkpoint, sub_checkpoint):
   main_model, main_tok = _load(main_name)
   sub_name = (sub_checkpoint or _sibling_sub(checkpoint) or config.sub_model
               or main_name)
-  if config.agents.mode == "single" or sub_name == main_name:
+  if config.agents.layout == "single" or sub_name == main_name:
     return main_model, main_tok, None, None
   sub_model, sub_tok = _load(sub_name)
   return main_model, main_tok, sub_model, sub_tok

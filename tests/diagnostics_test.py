@@ -68,7 +68,7 @@ def test_wrong_reports_and_ungradeable_tasks(taskset):
 
 def test_single_agent_has_no_sub_figures(taskset, tok):
   config = agents_config()
-  config.mode = "single"
+  config.layout = "single"
   config.main.max_turns = 5
   rows = demonstrations.oracle_rollouts(taskset, tok, agents=config,
                                 context_tokens=2048)

@@ -74,3 +74,11 @@ def test_no_test_helper_in_the_package():
   names = {p.stem for p in _modules()}
   assert not {"gcs_emulator", "conftest"} & names
   assert not (PACKAGE / "training").exists()
+
+
+def test_readme_layout_names_every_module():
+  readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+  section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+  missing = [str(p.relative_to(PACKAGE)) for p in _modules()
+             if p.name != "__init__.py" and p.name not in section]
+  assert not missing, f"README's Layout section lacks {missing}"

@@ -35,7 +35,7 @@ def tok(world):
 
 def single_config():
   config = agents_config()
-  config.mode = "single"
+  config.layout = "single"
   config.main.max_turns = 2 * WORLD.max_hops + 1  # search + visit per hop.
   return config
 
@@ -100,7 +100,7 @@ def test_perfect_single_agent_demonstrations(taskset, tok):
 def test_noise_makes_mistakes_deterministically(taskset, tok, mode):
   def run(seed):
     return demonstrations.oracle_rollouts(taskset, tok, agents=single_config(),
-                                  mode=mode, noise=0.4, seed=seed,
+                                  layout=mode, noise=0.4, seed=seed,
                                   group_size=2, context_tokens=2048)
 
   rows = run(seed=3)
@@ -130,7 +130,7 @@ def test_early_answer_stops_multi_hop_questions_after_the_first_hop(
     taskset, tok, mode):
   def run(early_answer):
     return demonstrations.oracle_rollouts(taskset, tok, agents=single_config(),
-                                  mode=mode, early_answer=early_answer,
+                                  layout=mode, early_answer=early_answer,
                                   seed=1, group_size=2, context_tokens=2048)
 
   always, never, half = run(1.0), run(0.0), run(0.5)
@@ -167,7 +167,7 @@ def test_lazy_report_answers_from_the_search_results_without_visiting(
     config = single_config()
     config.snippet_chars = snippet_chars
     return demonstrations.oracle_rollouts(taskset, tok, agents=config,
-                                  mode=mode, lazy_report=lazy_report,
+                                  layout=mode, lazy_report=lazy_report,
                                   seed=1, group_size=2, context_tokens=2048)
 
   def count(rollout, tool):
@@ -210,12 +210,12 @@ def test_lazy_report_answers_from_the_search_results_without_visiting(
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"role": "boss"}, r"role='boss'"),
-    ({"role": "main", "lazy_report": 0.5}, r"role='main'"),
-    ({"role": "sub", "lazy_report": 2.0}, r"lazy_report=2.0"),
-    ({"role": "main", "noise": 1.5}, r"noise=1.5"),
-    ({"role": "main", "early_answer": -0.1}, r"early_answer=-0.1"),
-    ({"role": "sub", "early_answer": 0.5}, r"role='sub'"),
+    ({"plays": "boss"}, r"plays='boss'"),
+    ({"plays": "main", "lazy_report": 0.5}, r"plays='main'"),
+    ({"plays": "sub", "lazy_report": 2.0}, r"lazy_report=2.0"),
+    ({"plays": "main", "noise": 1.5}, r"noise=1.5"),
+    ({"plays": "main", "early_answer": -0.1}, r"early_answer=-0.1"),
+    ({"plays": "sub", "early_answer": 0.5}, r"plays='sub'"),
 ])
 def test_bad_policy_arguments_are_named(taskset, tok, kwargs, message):
   with pytest.raises(ValueError, match=message):

@@ -133,6 +133,8 @@ def test_a_kind_trains_in_its_own_process_role(tmp_path, monkeypatch):
      r"config.agents.verifier.tools=\('search', 'fly'\)"),
     (lambda c: c.align.update({"verifier_d_max": -1}),
      "config.align.verifier_d_max=-1"),
+    (lambda c: c.agents.update({"layout": "single"}),
+     r"config.agents.layout='single': expected 'multi' in a training config"),
 ])
 def test_bad_kinds_are_named_before_compute(tmp_path, change, message):
   config = two_kinds(tmp_path, steps=1)

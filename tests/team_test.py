@@ -38,7 +38,7 @@ def test_multi_single_and_reasoner_teams(parts):
   assert sorted(reason.main.specs()) == ["delegate", "reason"]
   assert reason.agents["reasoner"].free_text
   assert reason.quota == {"main": 2, "sub": 1, "reasoner": 1}
-  single = build_team(small(mode="single"), corpus, main_model=model,
+  single = build_team(small(layout="single"), corpus, main_model=model,
                       main_tokenizer=tok)
   assert list(single.agents) == ["single"]
   assert sorted(single.main.specs()) == ["search", "visit"]
@@ -62,7 +62,7 @@ def test_brief_prompts_keep_role_and_tools(parts):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"mode": "solo"}, r"config.agents.mode='solo': expected one of"),
+    ({"layout": "solo"}, r"config.agents.layout='solo': expected one of"),
     ({"main.max_turns": 0}, r"config.agents.main.max_turns=0"),
     ({"sub.rows": -1}, r"config.agents.sub.rows=-1"),
     ({"sub.context_tokens": 200}, r"config.agents.sub.context_tokens=200"),

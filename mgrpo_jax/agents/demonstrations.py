@@ -36,7 +36,7 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
       raise ValueError(f"oracle_team: config.agents.{side}.first_turn_prefix="
                        f"{config[side].first_turn_prefix!r} is not supported; "
                        "expected ''.")
-  if config.mode != "single" and tuple(config.sub_kinds) != ("sub",):
+  if config.layout != "single" and tuple(config.sub_kinds) != ("sub",):
     raise ValueError(f"oracle_team: config.agents.sub_kinds="
                      f"{tuple(config.sub_kinds)!r} is not supported (the "
                      "oracle plays the main agent and the 'sub' kind only); "
@@ -48,15 +48,15 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
                      "('search', 'visit').")
   knowledge = Knowledge(taskset)
 
-  def policy(role: str, section: ml_collections.ConfigDict, stream: int):
-    return OraclePolicy(tokenizer, knowledge, role, noise=noise,
-                        early_answer=0.0 if role == "sub" else early_answer,
-                        lazy_report=0.0 if role == "main" else lazy_report,
+  def policy(plays: str, section: ml_collections.ConfigDict, stream: int):
+    return OraclePolicy(tokenizer, knowledge, plays, noise=noise,
+                        early_answer=0.0 if plays == "sub" else early_answer,
+                        lazy_report=0.0 if plays == "main" else lazy_report,
                         rng=np.random.default_rng([seed, stream]),
                         max_conversations=section.rows,
                         cache_len=section.context_tokens)
 
-  if config.mode == "single":
+  if config.layout == "single":
     policies = {"main": policy("single", config.main, 0)}
   else:
     policies = {"main": policy("main", config.main, 0),
@@ -66,13 +66,13 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
                     main_tokenizer=tokenizer, policies=policies)
 
 
-def _config(mode: str | None, context_tokens: int | None,
+def _config(layout: str | None, context_tokens: int | None,
             agents: ml_collections.ConfigDict | None
             ) -> ml_collections.ConfigDict:
   config = (agents_config() if agents is None
             else agents.copy_and_resolve_references())
-  if mode is not None:
-    config.mode = mode
+  if layout is not None:
+    config.layout = layout
   if context_tokens is not None:
     for side in ("main", "sub"):
       config[side].context_tokens = context_tokens
@@ -80,7 +80,7 @@ def _config(mode: str | None, context_tokens: int | None,
 
 
 def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
-                    mode: str | None = None,
+                    layout: str | None = None,
                     noise: float = 0.0, early_answer: float = 0.0,
                     lazy_report: float = 0.0,
                     seed: int = 0, group_size: int = 1,
@@ -90,14 +90,14 @@ def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
   """Rollouts [B][K] of every task of `taskset` by a team of oracles
   (arguments as `demonstrations`')."""
   controller = oracle_team(taskset, tokenizer,
-                           _config(mode, context_tokens, agents),
+                           _config(layout, context_tokens, agents),
                            noise=noise, early_answer=early_answer,
                            lazy_report=lazy_report, seed=seed)
   return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
 
 
 def demonstrations(taskset: TaskSet, tokenizer: Any, *,
-                   mode: str | None = None,
+                   layout: str | None = None,
                    noise: float = 0.0, early_answer: float = 0.0,
                    lazy_report: float = 0.0,
                    seed: int = 0, group_size: int = 1,
@@ -110,7 +110,7 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
   Args:
     taskset: tasks with gold decompositions and their corpus.
     tokenizer: the agents' tokenizer.
-    mode: "multi" (main + sub-agent) or "single" (None: the config's).
+    layout: "multi" (main + sub-agent) or "single" (None: the config's).
     noise: chance of a controlled mistake per turn (0: perfect play).
     early_answer: chance that a multi-hop question's demonstration answers
       after the first hop (0: never).
@@ -122,7 +122,7 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
     agents: the run's `agents` config section (default `agents_config()`);
       budgets, turns and tool settings are taken from it.
   """
-  rows = oracle_rollouts(taskset, tokenizer, mode=mode, noise=noise,
+  rows = oracle_rollouts(taskset, tokenizer, layout=layout, noise=noise,
                          early_answer=early_answer, lazy_report=lazy_report,
                          seed=seed, group_size=group_size,
                          context_tokens=context_tokens,

@@ -61,7 +61,7 @@ from mgrpo_jax.data.facts import entity_of, parse_step, read_fact
 from mgrpo_jax.sampling.engine import Result
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
-ROLES = ("main", "sub", "single")
+PLAYS = ("main", "sub", "single")
 # Controlled mistakes, as counted in `OraclePolicy.mistakes`.
 MISTAKES = ("wrong_entity", "wrong_answer", "malformed", "early_answer",
             "lazy_report")
@@ -162,43 +162,43 @@ class _State:
 
 
 class OraclePolicy:
-  """A `Policy` (see agents/rollout.py) that plays one role as the oracle.
+  """A `Policy` (see agents/rollout.py) that plays one agent as the oracle.
 
   Args:
     tokenizer: the agents' tokenizer (a ChatML or any chat template).
     knowledge: `Knowledge` of the TaskSet being rolled out.
-    role: "main" (delegates), "sub" (searches for a delegated task) or
+    plays: "main" (delegates), "sub" (searches for a delegated task) or
       "single" (searches for the question itself).
     noise: chance in [0, 1] of a controlled mistake per turn.
     early_answer: chance in [0, 1] that the main (or single) agent answers
-      a multi-hop question after its first hop (0 for role "sub").
+      a multi-hop question after its first hop (0 when it plays "sub").
     lazy_report: chance in [0, 1] per hop that the sub (or single) agent
-      answers from the search results without visiting (0 for role "main").
+      answers from the search results without visiting (0 when it plays "main").
     rng: the noise's random generator, or a seed for one.
     max_conversations, cache_len: row and context budgets, as an Engine's.
   """
 
-  def __init__(self, tokenizer: Any, knowledge: Knowledge, role: str, *,
+  def __init__(self, tokenizer: Any, knowledge: Knowledge, plays: str, *,
                noise: float = 0.0, early_answer: float = 0.0,
                lazy_report: float = 0.0,
                rng: np.random.Generator | int = 0,
                max_conversations: int = 64, cache_len: int = 4096):
-    if role not in ROLES:
-      raise ValueError(f"OraclePolicy: role={role!r}; expected one of "
-                       f"{list(ROLES)}.")
+    if plays not in PLAYS:
+      raise ValueError(f"OraclePolicy: plays={plays!r}; expected one of "
+                       f"{list(PLAYS)}.")
     for name, share in (("noise", noise), ("early_answer", early_answer),
                         ("lazy_report", lazy_report)):
       if not isinstance(share, (int, float)) or not 0 <= share <= 1:
         raise ValueError(f"OraclePolicy: {name}={share!r}; expected a "
                          "number in [0, 1].")
-    self.tokenizer, self.knowledge, self.role = tokenizer, knowledge, role
-    if early_answer and role == "sub":
+    self.tokenizer, self.knowledge, self.plays = tokenizer, knowledge, plays
+    if early_answer and plays == "sub":
       raise ValueError(f"OraclePolicy: early_answer={early_answer} with "
-                       "role='sub'; a sub-agent answers one hop (expected "
+                       "plays='sub'; a sub-agent answers one hop (expected "
                        "0).")
-    if lazy_report and role == "main":
+    if lazy_report and plays == "main":
       raise ValueError(f"OraclePolicy: lazy_report={lazy_report} with "
-                       "role='main'; the planner never searches (expected "
+                       "plays='main'; the planner never searches (expected "
                        "0).")
     self.noise, self.early_answer = float(noise), float(early_answer)
     self.lazy_report = float(lazy_report)
@@ -284,7 +284,7 @@ class OraclePolicy:
         state.answer_after = 1
         self.mistakes["early_answer"] += 1
       if self.lazy_report:
-        hops = (1 if self.role == "sub"
+        hops = (1 if self.plays == "sub"
                 else len(self.knowledge.task(state.user).sub_questions))
         state.lazy = frozenset(
             h for h in range(hops) if self.rng.random() < self.lazy_report)
@@ -336,7 +336,7 @@ class OraclePolicy:
 
   def _turn(self, state: _State) -> str:
     return {"main": self._main_turn, "sub": self._sub_turn,
-            "single": self._single_turn}[self.role](state)
+            "single": self._single_turn}[self.plays](state)
 
   def _main_turn(self, state: _State) -> str:
     task = self.knowledge.task(state.user)

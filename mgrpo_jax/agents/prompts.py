@@ -53,13 +53,14 @@ def _brief_tool(spec: ToolSpec) -> str:
   return f"{spec.name}({', '.join(spec.required)})"
 
 
-def system_prompt(role: str, tools: Mapping[str, ToolSpec],
+def system_prompt(instructions: str, tools: Mapping[str, ToolSpec],
                   style: str = "full") -> str:
-  """`role` followed by the protocol and the tool list.
+  """`instructions` (an agent's prompts.*_ROLE text) followed by the
+  protocol and the tool list.
 
-  style "full": the whole role, every tool with its arguments and
+  style "full": the whole instructions, every tool with its arguments and
   description, the protocol with an example call (~200 ids with the tiny
-  tokenizer, ~300 with SmolLM2's). "brief": the role's first sentence and
+  tokenizer, ~300 with SmolLM2's). "brief": the instructions' first sentence and
   one line naming the tools and the protocol's tags (~30 ids), for a model
   that learns the protocol from demonstrations (the tiny team), where the
   full prompt would be half of every sequence it trains on.
@@ -68,18 +69,18 @@ def system_prompt(role: str, tools: Mapping[str, ToolSpec],
     raise ValueError(f"prompt style {style!r}: expected one of "
                      f"{list(PROMPT_STYLES)}.")
   if style == "brief":
-    first = role.split(". ")[0].rstrip(".") + "."
+    first = instructions.split(". ")[0].rstrip(".") + "."
     if not tools:
       return first
     names = ", ".join(_brief_tool(spec) for spec in tools.values())
     return (f"{first}\nTools: {names}. Per turn one <tool_call>{{json}}"
             f"</tool_call> or {ANSWER_OPEN}answer{ANSWER_CLOSE}.")
   if not tools:
-    return role
+    return instructions
   example_spec = next(iter(tools.values()))
   example = render_tool_call(
       example_spec.name, {a: "..." for a in example_spec.required})
-  lines = [role, "", "Tools:"]
+  lines = [instructions, "", "Tools:"]
   lines += [_describe(spec) for spec in tools.values()]
   lines += [
       "",

@@ -88,7 +88,7 @@ class Agent:
   name: str
   policy: Policy
   tokenizer: Any  # models.Tokenizer (encode, decode, chat template).
-  role: str  # First paragraph of the system prompt (prompts.*_ROLE).
+  instructions: str  # First paragraph of the system prompt (prompts.*_ROLE).
   sampling: SamplingParams  # max_new_tokens is the per-turn limit.
   tools: ToolRegistry = dataclasses.field(default_factory=ToolRegistry)
   delegations: Sequence[Delegation] = ()
@@ -129,7 +129,8 @@ class Agent:
                                      for d in self.delegations}}
 
   def system_prompt(self) -> str:
-    return prompts.system_prompt(self.role, self.specs(), self.prompt_style)
+    return prompts.system_prompt(self.instructions, self.specs(),
+                                 self.prompt_style)
 
 
 @dataclasses.dataclass(eq=False)

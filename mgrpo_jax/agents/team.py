@@ -28,17 +28,17 @@ from mgrpo_jax.agents.tools import SearchBackend, ToolRegistry, search_and_visit
 from mgrpo_jax.sampling.engine import Engine
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
-MODES = ("multi", "single")
+LAYOUTS = ("multi", "single")
 
 
 @dataclasses.dataclass(frozen=True)
 class SubKind:
   """A kind of sub-agent: its agent name (also its config sections'
   name: agents.<name>, learner.<name>, mesh.<name>), the main agent's tool
-  that opens one, and its role prompt."""
+  that opens one, and its instructions (the system prompt's first part)."""
   name: str
   tool: ToolSpec
-  role: str
+  instructions: str
 
 
 KINDS = {k.name: k for k in (
@@ -50,7 +50,7 @@ TOOLS = ("search", "visit")  # What a sub-agent kind may be given.
 
 def sub_kinds(config: ml_collections.ConfigDict) -> tuple[str, ...]:
   """The sub-agent kinds of the `agents` section (none for a single agent)."""
-  return () if config.mode == "single" else tuple(config.sub_kinds)
+  return () if config.layout == "single" else tuple(config.sub_kinds)
 
 
 def check_kinds(config: ml_collections.ConfigDict) -> None:
@@ -77,9 +77,9 @@ def check_kinds(config: ml_collections.ConfigDict) -> None:
 
 def check_agents_config(config: ml_collections.ConfigDict) -> None:
   """Raises ValueError naming the field when a value is unusable."""
-  if config.mode not in MODES:
-    raise ValueError(f"config.agents.mode={config.mode!r}: expected one of "
-                     f"{list(MODES)}.")
+  if config.layout not in LAYOUTS:
+    raise ValueError(f"config.agents.layout={config.layout!r}: expected one of "
+                     f"{list(LAYOUTS)}.")
   check_kinds(config)
   for side in ("main", *config.sub_kinds):
     section = config[side]
@@ -145,7 +145,7 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
   common = dict(answer_reserve=config.answer_reserve,
                 strict_format=config.strict_format,
                 prompt_style=config.prompt_style)
-  if config.mode == "single":
+  if config.layout == "single":
     single = Agent("single", main_engine, main_tokenizer, prompts.SINGLE_ROLE,
                    _sampling(config, config.main),
                    tools=ToolRegistry(list(search_tools.values())),
@@ -160,7 +160,7 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
     engines[name] = policies.get(name) or _engine(model, section)
     delegations.append(Delegation(kind.tool, name))
     others.append(Agent(
-        name, engines[name], sub_tokenizer, kind.role,
+        name, engines[name], sub_tokenizer, kind.instructions,
         _sampling(config, section),
         tools=ToolRegistry([search_tools[t] for t in section.tools]),
         max_turns=section.max_turns,
@@ -182,7 +182,7 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
 def agents_config() -> ml_collections.ConfigDict:
   """The default `agents` section (configs/*.py start from it)."""
   c = ml_collections.ConfigDict()
-  c.mode = "multi"  # "multi": main delegates to a sub-agent; "single": one agent searches.
+  c.layout = "multi"  # "multi": a main agent and its sub-agent kinds; "single": one agent searches (set from config.mode in training).
   c.reason_tool = False  # Give the main agent reason(problem), run on the sub-agent's model.
   c.temperature = 1.0  # Sampling temperature of every agent (0 = greedy).
   c.top_p = 1.0  # Nucleus sampling threshold (1 = off).

@@ -143,6 +143,10 @@ def _reward(config) -> None:
 
 
 def _agents(config) -> None:
+  if get(config, "agents.layout") != "multi":  # Set from config.mode.
+    fail("agents.layout", config.agents.layout, "'multi' in a training "
+         "config (its layout follows config.mode: 'single' trains one agent "
+         "with the tools)")
   number(config, "agents.temperature", minimum=0.0)  # 0: greedy.
   number(config, "agents.top_p", minimum=0.0, maximum=1.0, open_min=True)
   integer(config, "agents.top_k", minimum=0)

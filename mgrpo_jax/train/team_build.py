@@ -15,7 +15,7 @@ from mgrpo_jax.train.data import Data
 
 def agents_section(config) -> ml_collections.ConfigDict:
   agents = ml_collections.ConfigDict(config.agents.to_dict())
-  agents.mode = "single" if config.mode == "single" else "multi"
+  agents.layout = "single" if config.mode == "single" else "multi"
   return agents
 
 

@@ -64,7 +64,7 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
       "sft": sft_section, "agents": agents,
       # SFT's optimizer is the main learner's (sft_settings).
       "learner": config.learner.main.to_dict(),
-      "mode": "single" if config.mode == "single" else "multi",
+      "layout": "single" if config.mode == "single" else "multi",
       # The tokenizer changes with the world and the protocol texts.
       "tokenizer": tiny.tokenizer_key(WorldConfig(**config.world.to_dict()),
                                       config.model.vocab_size),
@@ -94,7 +94,7 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
                  ) -> tuple[pathlib.Path, dict[str, float]]:
   """(checkpoint directory, SFT figures): trained now, or found in the
   cache. `taskset` holds the train questions and corpus the oracle plays;
-  `agents` is the team's config section (its mode says which agents)."""
+  `agents` is the team's config section (its layout says which agents)."""
   directory = warm_start_dir(config)
   if config.sft.cache and (directory / FIGURES).is_file():
     figures = json.loads((directory / FIGURES).read_text())
@@ -103,12 +103,12 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
         "trains afresh)")
     return directory, {**figures, "sft/cached": 1.0}
   start = time.perf_counter()
-  mode = agents.mode
+  layout = agents.layout
   # The oracle demonstrates the "sub" kind; every kind starts from the
   # model that learned it (a kind's own protocol is the same: tools, report).
   agents = ml_collections.ConfigDict(agents.to_dict())
   agents.sub_kinds = ("sub",)
-  demos = demonstrations.demonstrations(taskset, tokenizer, mode=mode,
+  demos = demonstrations.demonstrations(taskset, tokenizer, layout=layout,
                                 noise=config.sft.noise,
                                 early_answer=config.sft.early_answer,
                                 lazy_report=config.sft.lazy_report,
