@@ -17,20 +17,18 @@ to improve, and the sub-agent's only signal to visit is the main agent's
 outcome (v_main), which the mgrpo_no_credit arm removes.
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
+
+from mgrpo_jax.runtime.config_checks import load_config_file
 
 SIZES = ("full", "quick")
 
 
 def _default() -> ml_collections.ConfigDict:
   path = pathlib.Path(__file__).with_name("default.py")
-  spec = importlib.util.spec_from_file_location("default", path)
-  base = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(base)
-  return base.get_config()
+  return load_config_file(str(path))
 
 
 def get_config(arg: str = "full") -> ml_collections.ConfigDict:

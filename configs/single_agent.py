@@ -5,18 +5,16 @@ with `mode="single"` and its own run directory; every other field (and its
 comment) is there.
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from mgrpo_jax.runtime.config_checks import load_config_file
+
 
 def get_config() -> ml_collections.ConfigDict:
   path = pathlib.Path(__file__).with_name("default.py")
-  spec = importlib.util.spec_from_file_location("default", path)
-  base = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(base)
-  config = base.get_config()
+  config = load_config_file(str(path))
   config.mode = "single"  # The baseline: see configs/default.py for every field.
   config.run_dir = "runs/single_agent"  # Metrics, checkpoints and the store of this baseline.
   # One agent searches and visits for every hop, then answers: 2 turns per

@@ -8,18 +8,16 @@ copy; no SFT warm start. Sized to run a few M-GRPO steps on a 2-core CPU
 documents every field; this file changes only these.
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from mgrpo_jax.runtime.config_checks import load_config_file
+
 
 def get_config() -> ml_collections.ConfigDict:
   path = pathlib.Path(__file__).with_name("default.py")
-  spec = importlib.util.spec_from_file_location("default", path)
-  base = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(base)
-  config = base.get_config()
+  config = load_config_file(str(path))
   config.run_dir = "runs/smollm2"  # Metrics, checkpoints and the store of this run.
   config.model.name = "smollm2-135m-instruct"  # A registered model, HF directory or .gguf.
   config.sft.steps = 0  # No warm start: the pretrained model as it is.

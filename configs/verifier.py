@@ -13,18 +13,16 @@ Both kinds start from the same warm start (the oracle demonstrates the
 searcher's protocol, which the verifier shares: search, visit, report).
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
+from mgrpo_jax.runtime.config_checks import load_config_file
+
 
 def get_config() -> ml_collections.ConfigDict:
   path = pathlib.Path(__file__).with_name("default.py")
-  spec = importlib.util.spec_from_file_location("default", path)
-  base = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(base)
-  config = base.get_config()
+  config = load_config_file(str(path))
   config.run_dir = "runs/verifier"  # Metrics, checkpoints and (default) the store.
   config.agents.sub_kinds = ("sub", "verifier")  # A searcher and a verifier, each its own model.
   return config
