@@ -103,7 +103,7 @@ class Side:
 
   def __init__(self, config, role: str, log: Callable[[str], None]):
     check_run_config(config, role)
-    self.config, self.role, self.log = config, role, log
+    self.config, self.log = config, log
     self.kinds = sub_kinds(agents_section(config))
     self.samples = role in ("all", "main")
     trains = {"main": self.samples}
