@@ -7,6 +7,7 @@ from trainer_test_utils import learner_config
 
 from model_test_utils import tiny_config
 from mgrpo_jax.models import build
+from mgrpo_jax.train import update
 from mgrpo_jax.train.learner import Learner
 from mgrpo_jax.train.packing import pack
 
@@ -90,7 +91,9 @@ def test_compilations_stay_constant_across_steps():
     if step == 0:
       first = dict(learner.traces)
   assert dict(learner.traces) == first
-  assert first == {"logp": 2, "grad": 1, "apply": 1}  # logp: alone + in grad
+  # One compiled update (accumulation and apply in one jit) and the
+  # old log-probs' pass of mu = 2.
+  assert first == {"logp": 1, "update": 1}
 
 
 def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
@@ -99,24 +102,59 @@ def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
                min_len=8, max_len=64)
   learner = _learner(4)  # mu = 1
   learner.step(batch)
-  assert dict(learner.traces) == {"logp": 1, "grad": 1, "apply": 1}
-  (old,) = learner.logprobs(batch)
-  inputs, targets, mask, adv, _ = next(learner._micro(batch))
-  args = (inputs, targets, mask)
-  recomputed = learner._grad(learner.params, *args, old, None, None, adv,
-                             10.0)
-  skipped = learner._grad(learner.params, *args, None, None, None, adv, 10.0)
+  assert dict(learner.traces) == {"update": 1}  # No old log-probs pass.
+  old = learner.logprobs(batch)
+  rows = [learner._rows(a) for a in (batch.inputs_NxT, batch.targets_NxT,
+                                     batch.mask_NxT)]
+  adv = learner._rows(batch.adv_N)
+
+  loss = lambda p, xs: learner._loss_fn(p, xs, 10.0)
+  recomputed = update.accumulate(loss, learner.params,
+                                 (*rows, old, None, None, adv))
+  skipped = update.accumulate(loss, learner.params,
+                              (*rows, None, None, None, adv))
   # The same loss and gradient as with the recomputed old log-probs.
-  np.testing.assert_allclose(skipped[0], recomputed[0], rtol=1e-6)
-  for a, b in zip(jax.tree.leaves(skipped[1]),
-                  jax.tree.leaves(recomputed[1])):
+  np.testing.assert_allclose(skipped[1], recomputed[1], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(skipped[0]),
+                  jax.tree.leaves(recomputed[0])):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-7)
+
+
+def _mesh(shape, devices):
+  return jax.make_mesh(shape, ("fsdp", "tp"), devices=devices,
+                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+
+@pytest.mark.parametrize("shape", [(8, 1), (4, 2)])
+def test_batch_rows_are_split_over_the_data_axis(shape):
+  """Data parallel: each device of the data axis holds 1/n of a
+  micro-batch's rows, and the step's loss, gradient and new weights equal
+  the one-device learner's."""
+  mesh = _mesh(shape, jax.devices()[:8])
+  tokens, masks = trajectories(8)
+  adv = [1.0, -0.5, 0.25, -1.0, 0.5, 0.0, -0.25, 0.75]
+  batch = pack(tokens, masks, adv, micro_batch=8, min_len=8, max_len=64)
+  sharded, alone = _learner(8, mesh=mesh), _learner(8)
+  inputs_UxMxT = sharded._rows(batch.inputs_NxT)
+  for shard in inputs_UxMxT.addressable_shards:
+    assert shard.data.shape == (1, 8 // shape[0], inputs_UxMxT.shape[2])
+  got, want = sharded.step(batch), alone.step(batch)
+  assert got["loss"] == pytest.approx(want["loss"], rel=1e-5, abs=1e-7)
+  assert got["grad_norm"] == pytest.approx(want["grad_norm"], rel=1e-5)
+  for a, b in zip(jax.tree.leaves(sharded.params),
+                  jax.tree.leaves(alone.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
+
+
+def test_a_micro_batch_the_data_axis_does_not_divide_is_named():
+  with pytest.raises(ValueError, match=r"learner.main.micro_batch=6: "
+                     r"expected a multiple of the mesh's data axis \(fsdp=4"):
+    _learner(6, mesh=_mesh((4, 1), jax.devices()[:4]))
 
 
 def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
   devices = jax.devices()[4:8]
-  mesh = jax.make_mesh((2, 2), ("fsdp", "tp"), devices=devices,
-                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+  mesh = _mesh((2, 2), devices)
   learner = _learner(2, mesh=mesh)
   for leaf in jax.tree.leaves(learner.opt_state):  # Before any step, too.
     assert set(leaf.sharding.device_set) == set(devices)
@@ -172,7 +210,7 @@ def test_learner_logprobs_equal_the_samplers_on_multi_turn_rollouts(
                [1.0, -1.0] * (len(trajectories) // 2), micro_batch=2,
                min_len=64, max_len=512,
                logprobs=[t.logprobs for t in trajectories])
-  logp_NxT = np.concatenate([np.asarray(x) for x in learner.logprobs(batch)])
+  logp_NxT = np.concatenate(np.asarray(learner.logprobs(batch)))
   for i, t in enumerate(trajectories):
     n = len(t.tokens) - 1
     mask = batch.mask_NxT[i, :n].astype(bool)

@@ -113,6 +113,19 @@ def test_values_whose_message_names_the_section():
   refused(default(**{"mesh.sub.shape": "tp:3"}),
           r"^config.mesh.sub.shape='tp:3': expected axis sizes whose "
           r"product \(3\) equals devices=1")
+  # Data parallel: a batch's rows split evenly over each data axis.
+  four_way = {"mesh.sub.devices": 4, "mesh.sub.shape": "fsdp:4"}
+  refused(default(**four_way, **{"learner.sub.micro_batch": 6}),
+          r"^config.learner.sub.micro_batch=6: expected a multiple of 4, "
+          r"the size of config.mesh.sub's data axis 'fsdp'")
+  refused(default(**four_way, **{"learner.sub.micro_batch": 8,
+                                 "sft.batch_size": 10}),
+          r"^config.sft.batch_size=10: expected a multiple of 4")
+  check_run_config(default(**four_way, **{"learner.sub.micro_batch": 8,
+                                          "sft.batch_size": 16}), "all")
+  # Only the agents the process trains: --role=main never splits sub rows.
+  check_run_config(default(**four_way, **{"learner.sub.micro_batch": 6}),
+                   "main")
   refused(default(**{"mesh.main.device_ids": (1, 2)}),
           r"^config.mesh.main.device_ids=\(1, 2\): expected None or 1 "
           "distinct device ids")

@@ -80,6 +80,28 @@ def test_micro_batches_add_up_to_the_whole_batch():
   assert abs(a1["loss"] - np.log(64)) < 0.2 and a2["loss"] < a1["loss"]
 
 
+def test_sft_on_a_data_parallel_mesh_equals_one_device():
+  """SFT shares the RL learner's update: on a 4-way data axis each device
+  trains a quarter of the rows and the step is the one-device step."""
+  from model_test_utils import tiny_config
+  from mgrpo_jax.models import build
+  mesh = jax.make_mesh((4, 1), ("fsdp", "tp"), devices=jax.devices()[:4],
+                       axis_types=(jax.sharding.AxisType.Auto,) * 2)
+  batch = random_batch(n=8)
+  config = learner_config(learning_rate=1e-2, micro_batch=4, min_len=16,
+                          max_len=16)
+  got, want = (sft.SFTTrainer(build.init_model(tiny_config(), seed=0,
+                                               mesh=m), config, m)
+               for m in (mesh, None))
+  assert {s.data.shape for s in got._rows(
+      batch.inputs_NxT).addressable_shards} == {(2, 1, 16)}
+  a, b = got.step(batch), want.step(batch)
+  for key in ("loss", "accuracy", "grad_norm", "tokens"):
+    assert a[key] == pytest.approx(b[key], rel=1e-5)
+  for x, y in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-4)
+
+
 def test_batches_visit_every_item_once_per_epoch():
   rng = np.random.default_rng(0)
   index = list(sft.batches(5, 2, 5, rng))

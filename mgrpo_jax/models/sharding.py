@@ -26,6 +26,11 @@ RULES: Mapping[str, str | None] = {
     "norm": None,
 }
 
+# The mesh axis a training batch's rows are split over (data parallelism):
+# the same axis that shards "embed", so on an "fsdp" mesh each device holds
+# 1/n of the parameters and 1/n of the rows (FSDP).
+BATCH_AXIS = "fsdp"
+
 
 def partition_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...],
                    mesh: Mesh, rules: Mapping[str, str | None] = RULES

@@ -11,12 +11,15 @@ and:
      the mesh; with one inner epoch (mu = 1) the old log-probs are the
      loss's own forward pass under stop_gradient (same parameters, same
      numbers), so that extra forward pass is skipped;
-  3. runs `mu` inner epochs; each accumulates the gradient over micro-batches
-     of the loss total divided by the *global* denominator (so every token
-     weighs the same whatever micro-batch it fell in), then applies one
-     optax update (AdamW with global-norm clipping and a warm-up + cosine
-     schedule). A batch whose advantages are all zero makes no update (Adam's
-     momentum would still move the weights): `skipped_update` says so.
+  3. runs `mu` inner epochs; each is one jitted call of `train.update`
+     (shared with SFT): the gradient accumulated over micro-batches inside
+     jit of the loss total divided by the *global* denominator (so every
+     token weighs the same whatever micro-batch it fell in), then one optax
+     update (AdamW with global-norm clipping and a warm-up + cosine
+     schedule). On a mesh each micro-batch's rows are split over its data
+     axis (data parallel). A batch whose advantages are all zero makes no
+     update (Adam's momentum would still move the weights):
+     `skipped_update` says so.
 Log-probs are those of the policy that sampled: log_softmax(logits / T) at
 the rollouts' temperature T (T = 1 for greedy rollouts). Like the sampler's
 recorded log-probs, and as TRL and verl do, they ignore top-k / top-p
@@ -40,7 +43,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mgrpo_jax.core import losses
+from mgrpo_jax.train import update
 from mgrpo_jax.train.packing import Batch
+from mgrpo_jax.train.update import check_micro_batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,9 +132,10 @@ class Learner:
                        if config.beta > 0 else None)
     self.step_count = 0
     self.traces = collections.Counter()
-    self._logp = jax.jit(self._logp_fn)
-    self._grad = jax.jit(self._grad_fn)
-    self._apply = jax.jit(self._apply_fn, donate_argnums=(0, 1))
+    check_micro_batch(config.micro_batch, mesh,
+                      f"learner.{name}.micro_batch")
+    self._logp = jax.jit(self._logp_all_fn)
+    self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
 
   def _init_opt_state(self):
     """Optimizer state next to the parameters: Adam's moments take each
@@ -146,55 +152,51 @@ class Learner:
   # ------------------------------------------------------------ jitted parts
 
   def _logp_fn(self, params, inputs, targets):
-    self.traces["logp"] += 1
     logits = nnx.merge(self.graphdef, params)(inputs)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32) / self.temperature,
                               axis=-1)
     return jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
 
-  def _grad_fn(self, params, inputs, targets, mask, old, ref, behaviour, adv,
-               denom):
-    self.traces["grad"] += 1
+  def _logp_all_fn(self, params, inputs_UxMxT, targets_UxMxT):
+    self.traces["logp"] += 1
+    return jax.lax.map(lambda xs: self._logp_fn(params, *xs),
+                       (inputs_UxMxT, targets_UxMxT))
+
+  def _loss_fn(self, params, xs, denom):
+    """One micro-batch's loss total / the batch's denominator, and its
+    (figures, trained tokens)."""
+    inputs, targets, mask, old, ref, behaviour, adv = xs
     c = self.config
+    logp = self._logp_fn(params, inputs, targets)
+    old_logp = jax.lax.stop_gradient(logp) if old is None else old
+    total, _, metrics = losses.policy_loss_terms(
+        logp, old_logp, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
+        ref_logp_BxT=ref, beta=c.beta, aggregation=c.aggregation,
+        behaviour_logp_BxT=behaviour, off_policy=c.off_policy,
+        is_cap=c.is_cap, max_len=c.max_len)
+    return total / denom, (metrics, jnp.sum(mask))
 
-    def loss(params):
-      logp = self._logp_fn(params, inputs, targets)
-      old_logp = jax.lax.stop_gradient(logp) if old is None else old
-      total, _, metrics = losses.policy_loss_terms(
-          logp, old_logp, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
-          ref_logp_BxT=ref, beta=c.beta, aggregation=c.aggregation,
-          behaviour_logp_BxT=behaviour, off_policy=c.off_policy,
-          is_cap=c.is_cap, max_len=c.max_len)
-      return total / denom, metrics
-
-    (value, metrics), grads = jax.value_and_grad(loss, has_aux=True)(params)
-    return value, grads, metrics
-
-  def _apply_fn(self, params, opt_state, grads):
-    self.traces["apply"] += 1
-    updates, opt_state = self.optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, optax.tree.norm(
-        grads)
+  def _update_fn(self, params, opt_state, xs_U, denom, apply):
+    self.traces["update"] += 1
+    return update.update(self.optimizer,
+                         lambda p, xs: self._loss_fn(p, xs, denom),
+                         params, opt_state, xs_U, apply)
 
   # ------------------------------------------------------------------ steps
 
-  def _put(self, x: np.ndarray) -> jax.Array:
-    if self.mesh is None:
-      return jnp.asarray(x)
-    return jax.device_put(x, NamedSharding(self.mesh, PartitionSpec()))
+  def _rows(self, x: np.ndarray | None) -> jax.Array | None:
+    """A packed [N, ...] array as [U, M, ...] micro-batches on the mesh,
+    rows over its data axis."""
+    if x is None:
+      return None
+    return update.put_rows(update.split_rows(x, self.config.micro_batch),
+                           self.mesh)
 
-  def _micro(self, batch: Batch):
-    m = self.config.micro_batch
-    for i in range(0, batch.inputs_NxT.shape[0], m):
-      yield tuple(None if a is None else self._put(a[i:i + m]) for a in (
-          batch.inputs_NxT, batch.targets_NxT, batch.mask_NxT, batch.adv_N,
-          batch.behaviour_NxT))
-
-  def logprobs(self, batch: Batch, *, reference: bool = False) -> list:
-    """Per micro-batch [m, T] log-probs of the targets (no gradient)."""
+  def logprobs(self, batch: Batch, *, reference: bool = False) -> jax.Array:
+    """[U, M, T] log-probs of the targets per micro-batch (no gradient)."""
     params = self.ref_params if reference else self.params
-    return [self._logp(params, inputs, targets)
-            for inputs, targets, *_ in self._micro(batch)]
+    return self._logp(params, self._rows(batch.inputs_NxT),
+                      self._rows(batch.targets_NxT))
 
   def _denominator(self, batch: Batch) -> float:
     """The loss denominator of the whole batch (aggregation's own; for
@@ -206,35 +208,29 @@ class Learner:
 
   def step(self, batch: Batch) -> dict[str, float]:
     """One M-GRPO update of this agent (see the module docstring)."""
-    num_micro = -(-batch.inputs_NxT.shape[0] // self.config.micro_batch)
+    inputs, targets, mask, adv, behaviour = (self._rows(a) for a in (
+        batch.inputs_NxT, batch.targets_NxT, batch.mask_NxT, batch.adv_N,
+        batch.behaviour_NxT))
     # mu = 1: the only epoch runs on the parameters the old log-probs would
     # be recomputed with; the loss takes them from its own forward pass.
-    old = (self.logprobs(batch) if self.config.inner_epochs > 1
-           else [None] * num_micro)
-    ref = (self.logprobs(batch, reference=True) if self.ref_params is not None
-           else [None] * num_micro)
+    old = self.logprobs(batch) if self.config.inner_epochs > 1 else None
+    ref = (self.logprobs(batch, reference=True)
+           if self.ref_params is not None else None)
     denom = jnp.float32(self._denominator(batch))
     skip = not np.any(batch.adv_N)  # Nothing to learn from: no update.
+    xs_U = (inputs, targets, mask, old, ref, behaviour, adv)
     # Figures stay on the device until the update is done: one host read.
     pieces, norms = [], []
     for _ in range(1 if skip else self.config.inner_epochs):
-      grads_total = None
-      for j, (inputs, targets, mask, adv, behaviour) in enumerate(
-          self._micro(batch)):
-        value, grads, metrics = self._grad(self.params, inputs, targets, mask,
-                                           old[j], ref[j], behaviour, adv,
-                                           denom)
-        grads_total = grads if grads_total is None else jax.tree.map(
-            jnp.add, grads_total, grads)
-        pieces.append((value, jnp.sum(mask), metrics))
-      if skip:
-        norms.append(optax.tree.norm(grads_total))
-      else:
-        self.params, self.opt_state, grad_norm = self._apply(
-            self.params, self.opt_state, grads_total)
-        norms.append(grad_norm)
+      self.params, self.opt_state, grad_norm, values_U, aux_U = self._update(
+          self.params, self.opt_state, xs_U, denom, jnp.bool_(not skip))
+      pieces.append((values_U, aux_U))
+      norms.append(grad_norm)
     pieces, norms = jax.device_get((pieces, norms))
-    out = _combine(pieces, len(norms))
+    out = _combine([(values_U[u], tokens_U[u],
+                     {k: v[u] for k, v in metrics_U.items()})
+                    for values_U, (metrics_U, tokens_U) in pieces
+                    for u in range(len(values_U))], len(norms))
     out["grad_norm"] = float(np.mean(norms))
     out["skipped_update"] = float(skip)
     out["tokens"] = float(batch.mask_NxT.sum())

@@ -22,6 +22,7 @@ from mgrpo_jax.core.alignment import FILLS
 from mgrpo_jax.core.importance import OFF_POLICY
 from mgrpo_jax.data import world
 from mgrpo_jax.models import loading
+from mgrpo_jax.models.sharding import BATCH_AXIS
 from mgrpo_jax.runtime import meshes
 from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
@@ -56,8 +57,8 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   _agents(config)
   _world(config)
   _model(config)
-  _mesh(config, kinds)
   _sft(config)
+  _mesh(config, kinds, role)
   integer(config, "checkpoint.every", minimum=1)
   integer(config, "checkpoint.max_to_keep", minimum=1)
   _store(config)
@@ -201,7 +202,7 @@ def _model(config) -> None:
          "config.json or a .gguf file")
 
 
-def _mesh(config, kinds: tuple[str, ...]) -> None:
+def _mesh(config, kinds: tuple[str, ...], role: str) -> None:
   """The sections of the agents the mode trains (devices are counted, and
   overlapping device ids refused, by `meshes.agent_meshes`)."""
   boolean(config, "mesh.share")
@@ -209,7 +210,10 @@ def _mesh(config, kinds: tuple[str, ...]) -> None:
   for agent in agents:
     p = f"mesh.{agent}"
     devices = integer(config, f"{p}.devices", minimum=1)
-    meshes.parse_shape(get(config, f"{p}.shape"), devices, f"{p}.shape")
+    sizes = meshes.parse_shape(get(config, f"{p}.shape"), devices,
+                               f"{p}.shape")
+    if role in ("all", agent):  # The agents this process trains.
+      _rows_split(config, agent, sizes[BATCH_AXIS])
     ids = get(config, f"{p}.device_ids")
     if ids is not None and (
         not isinstance(ids, (tuple, list)) or len(ids) != devices
@@ -218,6 +222,21 @@ def _mesh(config, kinds: tuple[str, ...]) -> None:
             for i in ids)):
       fail(f"{p}.device_ids", ids, f"None or {devices} distinct device ids "
            f"(integers >= 0), one per device of config.{p}.devices")
+
+
+def _rows_split(config, agent: str, ways: int) -> None:
+  """A training batch's rows split evenly over the agent's data axis (its
+  learner's micro-batch, and the warm start's batch: SFT trains each agent
+  on its own mesh)."""
+  fields = [f"learner.{agent}.micro_batch"]
+  if get(config, "sft.steps"):
+    fields.append("sft.batch_size")
+  for field in fields:
+    value = get(config, field)
+    if value % ways:
+      fail(field, value, f"a multiple of {ways}, the size of "
+           f"config.mesh.{agent}'s data axis {BATCH_AXIS!r} (each device "
+           "trains the same number of rows)")
 
 
 def _sft(config) -> None:

@@ -9,9 +9,9 @@ exactly the turns an agent writes, never the prompts or tool outputs.
 A step packs B trajectories with the learner's `pack` (T padded to a
 bucket of 1, 1.5, 2, 3, 4, ... x min_len, compiled once each), then minimises the
 token mean of the masked cross-entropy over the whole batch (micro-batches
-of `micro_batch` rows are accumulated inside one jitted step with
-`lax.scan`, each divided by the batch's token count), with the learner's
-optimizer (`make_optimizer`: global-norm clipping, AdamW, warm-up + cosine).
+of `micro_batch` rows are accumulated inside one jitted step by
+`train.update`, the RL learner's update with this loss passed in, each
+divided by the batch's token count), with the learner's optimizer (`make_optimizer`: global-norm clipping, AdamW, warm-up + cosine).
 
 The tiny team's warm start is measured by `python -m mgrpo_jax.bench.sft_study`
 (bench/sft_study.py).
@@ -26,11 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from mgrpo_jax.agents.trajectory import Trajectory
+from mgrpo_jax.train import update
 from mgrpo_jax.train.learner import LearnerConfig, make_optimizer
 from mgrpo_jax.train.packing import Batch, pack
+from mgrpo_jax.train.update import check_micro_batch
 
 
 def masked_nll(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
@@ -43,37 +45,32 @@ def masked_nll(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
   return jnp.sum(nll_BxT * mask_BxT), jnp.sum(hits_BxT * mask_BxT)
 
 
-def sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
-             micro_batch: int, params: nnx.State, opt_state: optax.OptState,
-             inputs_NxT: jax.Array, targets_NxT: jax.Array,
-             mask_NxT: jax.Array) -> tuple[nnx.State, optax.OptState,
-                                           dict[str, jax.Array]]:
-  """One update: masked token-mean cross-entropy over the N rows (N a
-  multiple of `micro_batch`), gradients accumulated over micro-batches."""
-  n, t = inputs_NxT.shape
-  count = jnp.maximum(jnp.sum(mask_NxT), 1.0)
-  split = lambda x: x.reshape(n // micro_batch, micro_batch, t)
+def sft_loss(graphdef: nnx.GraphDef, count: jax.Array) -> update.LossFn:
+  """One micro-batch's masked cross-entropy / the batch's token `count`,
+  with its argmax hits as aux."""
 
-  def micro(carry, xs):
-    grads, hits = carry
+  def loss_fn(params, xs):
     inputs, targets, mask = xs
+    total, correct = masked_nll(nnx.merge(graphdef, params)(inputs), targets,
+                                mask)
+    return total / count, correct
 
-    def loss_fn(p):
-      logits = nnx.merge(graphdef, p)(inputs)
-      total, correct = masked_nll(logits, targets, mask)
-      return total / count, correct
+  return loss_fn
 
-    (value, correct), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    return (jax.tree.map(jnp.add, grads, g), hits + correct), value
 
-  zeros = jax.tree.map(jnp.zeros_like, params)
-  (grads, hits), values = jax.lax.scan(
-      micro, (zeros, jnp.float32(0)),
-      (split(inputs_NxT), split(targets_NxT), split(mask_NxT)))
-  updates, opt_state = optimizer.update(grads, opt_state, params)
-  params = optax.apply_updates(params, updates)
-  metrics = {"loss": jnp.sum(values), "accuracy": hits / count,
-             "grad_norm": optax.tree.norm(grads), "tokens": jnp.sum(mask_NxT)}
+def sft_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
+             params: nnx.State, opt_state: optax.OptState,
+             inputs_UxMxT: jax.Array, targets_UxMxT: jax.Array,
+             mask_UxMxT: jax.Array) -> tuple[nnx.State, optax.OptState,
+                                             dict[str, jax.Array]]:
+  """One update (`train.update`, as RL's): masked token-mean cross-entropy
+  over the U micro-batches of M rows, gradients accumulated inside jit."""
+  count = jnp.maximum(jnp.sum(mask_UxMxT), 1.0)
+  params, opt_state, grad_norm, values_U, hits_U = update.update(
+      optimizer, sft_loss(graphdef, count), params, opt_state,
+      (inputs_UxMxT, targets_UxMxT, mask_UxMxT))
+  metrics = {"loss": jnp.sum(values_U), "accuracy": jnp.sum(hits_U) / count,
+             "grad_norm": grad_norm, "tokens": jnp.sum(mask_UxMxT)}
   return params, opt_state, metrics
 
 
@@ -95,9 +92,11 @@ class SFTTrainer:
     self.step_count = 0
     self.traces = 0  # Compilations of the step (one per T bucket).
 
+    check_micro_batch(config.micro_batch, mesh, "sft.batch_size")
+
     def step(*args):
       self.traces += 1
-      return sft_step(self.graphdef, self.optimizer, config.micro_batch, *args)
+      return sft_step(self.graphdef, self.optimizer, *args)
 
     self._step = jax.jit(step, donate_argnums=(0, 1))
 
@@ -109,10 +108,10 @@ class SFTTrainer:
                 [1.0] * len(trajectories), micro_batch=c.micro_batch,
                 min_len=c.min_len, max_len=c.max_len)
 
-  def _put(self, x: np.ndarray) -> jax.Array:
-    if self.mesh is None:
-      return jnp.asarray(x)
-    return jax.device_put(x, NamedSharding(self.mesh, PartitionSpec()))
+  def _rows(self, x: np.ndarray) -> jax.Array:
+    """[N, T] -> [U, M, T] micro-batches, rows over the mesh's data axis."""
+    return update.put_rows(update.split_rows(x, self.config.micro_batch),
+                           self.mesh)
 
   def step(self, batch: Batch | Sequence[Trajectory]) -> dict[str, float]:
     """One update on a packed batch (or on trajectories, packed here);
@@ -121,8 +120,8 @@ class SFTTrainer:
     if not isinstance(batch, Batch):
       batch = self.batch(batch)
     self.params, self.opt_state, metrics = self._step(
-        self.params, self.opt_state, self._put(batch.inputs_NxT),
-        self._put(batch.targets_NxT), self._put(batch.mask_NxT))
+        self.params, self.opt_state, self._rows(batch.inputs_NxT),
+        self._rows(batch.targets_NxT), self._rows(batch.mask_NxT))
     self.step_count += 1
     return {k: float(v) for k, v in metrics.items()}
 
@@ -172,7 +171,8 @@ def warm_start(model: nnx.Module, trajectories: Sequence[Trajectory], *,
     batch_size: trajectories per update.
     config: optimizer / packing settings (e.g. `sft_learner_config`).
     seed: seeds the order of the trajectories.
-    mesh: where the batch goes (replicated); parameters stay where they are.
+    mesh: where the batch goes (rows over its data axis); parameters stay
+      where they are.
     on_step: called as on_step(step, metrics) after every update.
   """
   for field, value in (("steps", steps), ("batch_size", batch_size)):
