@@ -27,3 +27,16 @@ def test_jax_and_torch_steps_run_on_the_same_checkpoint(tmp_path):
   assert ours["seconds"] > 0 and ours["compile_seconds"] > 0
   assert theirs["seconds"] > 0
   assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
+
+
+def test_an_unavailable_tunix_leaves_its_column_a_reason(monkeypatch):
+  """The benchmark still runs without Tunix: its column says why."""
+  from mgrpo_jax.bench import speed, tunix_sampler
+  monkeypatch.setattr(tunix_sampler, "available",
+                      lambda: "google-tunix is not installed")
+  assert speed.tunix_peer(None, None, 100, np.random.default_rng(0)) == (
+      None, "google-tunix is not installed")
+  monkeypatch.setattr(tunix_sampler, "available", lambda: None)
+  monkeypatch.setattr(tunix_sampler, "load", lambda hf_dir: 1 / 0)
+  handle, why = speed.tunix_peer(None, None, 100, np.random.default_rng(0))
+  assert handle is None and why.startswith("Tunix failed: ZeroDivisionError")

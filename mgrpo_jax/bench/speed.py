@@ -1,12 +1,16 @@
-"""Speed of our sampler and train step against PyTorch, in one run.
+"""Speed of our sampler against HF generate and Tunix, and of our train step
+against PyTorch, in one run.
 
   python -m mgrpo_jax.bench.speed [--batches=8,32] [--json=runs/speed.json]
 
-Both sides use the default model (SmolLM2-135M-Instruct, float32, the same
+Every side uses the default model (SmolLM2-135M-Instruct, float32, the same
 weights: transformers reads our converted cache directory) on this machine's
 CPU. Generation: the same random prompts of --prompt_len tokens, exactly
 --new_tokens sampled tokens per row (temperature 1, no top-k / top-p on
-either side), ours through `sampling.Engine`, theirs through `generate`.
+any side), ours through `sampling.Engine`, Hugging Face's through
+`generate`, Tunix's through its `Sampler` (bench/tunix_sampler.py; its
+greedy tokens are checked equal to HF's before it is timed, and where it is
+not installed or differs its column says why).
 Training: one forward + backward of a next-token loss over a [B, T] batch.
 Compilation and warm-up are excluded and reported separately. torch and
 transformers' PyTorch path are benchmark-only dependencies (the test extra).
@@ -26,6 +30,7 @@ from absl import flags
 from absl import logging
 
 from mgrpo_jax.bench import train_step
+from mgrpo_jax.bench import tunix_sampler
 from mgrpo_jax.bench.common import machine
 from mgrpo_jax.models import loading
 from mgrpo_jax.sampling import Engine, SamplingParams
@@ -88,6 +93,29 @@ def torch_generate(hf_model, prompts: list[list[int]], new_tokens: int,
           "tokens_per_second": len(prompts) * new_tokens / seconds}
 
 
+def tunix_peer(hf_dir, hf_model, vocab_size: int, rng: np.random.Generator):
+  """(Tunix handle, None) when Tunix runs and its greedy tokens equal HF's
+  on two short prompts; else (None, the reason its column shows)."""
+  import torch  # benchmark-only dependency
+
+  reason = tunix_sampler.available()
+  if reason is not None:
+    return None, reason
+  try:
+    handle = tunix_sampler.load(hf_dir)
+    prompts = rng.integers(32, vocab_size, (2, 16)).tolist()
+    theirs = tunix_sampler.generate(handle, prompts, 8, greedy=True, seed=0)
+    with torch.no_grad():
+      want = hf_model.generate(torch.tensor(prompts), do_sample=False,
+                               max_new_tokens=8, min_new_tokens=8,
+                               pad_token_id=0)[:, 16:].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return None, f"Tunix failed: {type(e).__name__}: {e}"[:200]
+  if not np.array_equal(theirs, want):
+    return None, "Tunix's greedy tokens differ from HF's: not timed"
+  return handle, None
+
+
 def main(argv):
   del argv
   import torch  # benchmark-only dependency
@@ -100,8 +128,11 @@ def main(argv):
       hf_dir, dtype=torch.float32)
   hf_model.eval()
   rng = np.random.default_rng(0)
+  tunix, why_not = tunix_peer(hf_dir, hf_model, model.config.vocab_size,
+                              np.random.default_rng(1))
   low = 32  # skip special tokens at the start of the vocabulary
   results = {"machine": machine(), "jax": jax.__version__,
+             "tunix": tunix_sampler.VERSION if tunix else None,
              "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
              "model": _MODEL.value, "generate": [], "train_step": None}
   for batch in map(int, _BATCHES.value):
@@ -113,8 +144,14 @@ def main(argv):
     del engine
     theirs = torch_generate(hf_model, prompts, _NEW_TOKENS.value,
                             _REPEATS.value)
-    row = {"batch": batch, "ours": ours, "torch": theirs,
+    google = (tunix_sampler.tokens_per_second(
+        tunix, prompts, _NEW_TOKENS.value, _REPEATS.value) if tunix
+              else {"unavailable": why_not})
+    row = {"batch": batch, "ours": ours, "torch": theirs, "tunix": google,
            "speedup": ours["tokens_per_second"] / theirs["tokens_per_second"]}
+    if tunix:
+      row["speedup_tunix"] = (ours["tokens_per_second"]
+                              / google["tokens_per_second"])
     logging.info("generate batch %d: %s", batch, row)
     results["generate"].append(row)
   b, t = map(int, _TRAIN_SHAPE.value)
@@ -128,18 +165,22 @@ def main(argv):
 
   lines = [f"machine: {results['machine']}; jax {results['jax']}, torch "
            f"{results['torch']} ({results['torch_threads']} threads)",
-           "| measurement | ours | PyTorch | ours / PyTorch |",
-           "|---|---|---|---|"]
+           "| measurement | ours | PyTorch | ours / PyTorch | Tunix | "
+           "ours / Tunix |", "|---|---|---|---|---|---|"]
   for row in results["generate"]:
+    google = row["tunix"]
     lines.append(
         f"| generate, batch {row['batch']}, {_PROMPT_LEN.value} prompt + "
         f"{_NEW_TOKENS.value} new tokens (tokens/s) | "
         f"{row['ours']['tokens_per_second']:.1f} | "
-        f"{row['torch']['tokens_per_second']:.1f} | {row['speedup']:.2f}x |")
+        f"{row['torch']['tokens_per_second']:.1f} | {row['speedup']:.2f}x | "
+        + (f"{google['tokens_per_second']:.1f} | "
+           f"{row['speedup_tunix']:.2f}x |" if "speedup_tunix" in row
+           else f"{google['unavailable']} | - |"))
   ts = results["train_step"]
   lines.append(f"| train step fwd+bwd, [{b}, {t}] (seconds) | "
                f"{ts['ours']['seconds']:.2f} | {ts['torch']['seconds']:.2f} | "
-               f"{ts['speedup']:.2f}x faster |")
+               f"{ts['speedup']:.2f}x faster | - | - |")
   print("\n".join(lines))
   path = pathlib.Path(_JSON.value)
   path.parent.mkdir(parents=True, exist_ok=True)

@@ -94,8 +94,19 @@ METRICS_DOC: dict[str, str] = {
                     "sub-agent conversations, tool calls).",
     "time/main_update": "Seconds in the main agent's update (all mu epochs).",
     "time/sub_update": "Seconds in the sub-agent's update (all mu epochs).",
-    "time/store": "Seconds reading and writing the shared store (step "
-                  "records, weights).",
+    "time/store": "Seconds the main side spends writing the step's "
+                  "sub-agent records to the shared store.",
+    "time/weights": "Seconds the main side waits for and loads the "
+                    "sub-agents' newest weights.",
+    "time/main_batch": "Seconds taking the main agent's advantages and "
+                       "packing its batch (part of time/main_update).",
+    "time/sub_read": "Seconds the sub side reads the step's record from "
+                     "the store (part of time/sub_update; waiting included).",
+    "time/sub_batch": "Seconds aligning the sub-agent calls, taking their "
+                      "advantages and packing the batch (part of "
+                      "time/sub_update).",
+    "time/sub_publish": "Seconds publishing the sub-agent's new weights to "
+                        "the store (part of time/sub_update).",
     "time/step": "Wall-clock seconds of the whole training step.",
     "eval/accuracy": "Accuracy on the evaluation split (mean over its "
                      "rollouts), at evaluation steps only.",

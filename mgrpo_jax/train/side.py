@@ -284,6 +284,7 @@ class Side:
     batch, _ = batches.main_batch(
         rollouts, scores, settings=pack_settings(config, "main"),
         scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics["time/main_batch"] = time.perf_counter() - start
     metrics.update(prefixed("main", self.main.step(batch)))
     self.sync_main()
     metrics["time/main_update"] = time.perf_counter() - start
@@ -313,15 +314,20 @@ class Side:
     record = batches.SubRecord.from_arrays(
         {k[len(prefix):]: v for k, v in arrays.items()
          if k.startswith(prefix)})
+    metrics = {f"time/{kind}_read": time.perf_counter() - start}
+    align_start = time.perf_counter()
     batch, stats = batches.sub_batch(
         record, jax.random.fold_in(key, 1 + self.kinds.index(kind)),
         d_max=d_max_of(config, kind), settings=pack_settings(config, kind),
         fill=config.align.fill, group_by=config.advantage.sub_group_by,
         scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics[f"time/{kind}_batch"] = time.perf_counter() - align_start
     learner = self.learners[kind]
-    metrics = prefixed(kind, learner.step(batch))
+    metrics.update(prefixed(kind, learner.step(batch)))
     metrics.update(prefixed(_named(kind, "align"), stats))
+    publish_start = time.perf_counter()
     self.publish(kind, step + 1)
+    metrics[f"time/{kind}_publish"] = time.perf_counter() - publish_start
     metrics[_named(kind, "weights/published_checksum")] = checksum(
         learner.params)
     metrics[f"time/{kind}_update"] = time.perf_counter() - start

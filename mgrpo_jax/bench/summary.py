@@ -1,0 +1,141 @@
+"""One table of every speed figure against its target, from the benchmark
+JSON files `bash launch/bench.sh` writes.
+
+  python -m mgrpo_jax.bench.summary runs/bench
+
+Reads speed.json (`bench.speed`), rollouts.json (`bench.rollouts`) and
+step.json (`bench.step`) from the folder, prints one markdown table (a
+missing file's rows say so) and writes bench.json beside them: the three
+results under "speed", "rollouts" and "step", and the table's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+FILES = ("speed", "rollouts", "step")
+
+# (batch, ours / HF, ours / Tunix) targets of the sampler.
+GENERATE_TARGETS = {8: (2.0, 1.2), 32: (1.5, 1.2)}
+
+
+def _tps(side: Any) -> float | None:
+  return side.get("tokens_per_second") if isinstance(side, dict) else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+  return a / b if a and b else None
+
+
+def _met(value: float | None, target: float, *, below: bool = False) -> str:
+  if value is None:
+    return "not measured"
+  return "met" if (value < target if below else value >= target) else "missed"
+
+
+def rows(results: dict[str, Any]) -> list[dict[str, str]]:
+  """One row per measurement: what, ours, the peer's, ratio, target, met."""
+  out = []
+  speed = results.get("speed")
+  for g in (speed or {}).get("generate", []):
+    ours, hf, tunix = (_tps(g.get(k)) for k in ("ours", "torch", "tunix"))
+    hf_target, tunix_target = GENERATE_TARGETS.get(g["batch"], (None, None))
+    why = (g.get("tunix") or {}).get("unavailable", "")
+    for peer, theirs, target in (("HF generate", hf, hf_target),
+                                 ("Tunix", tunix, tunix_target)):
+      ratio = _ratio(ours, theirs)
+      out.append({
+          "measurement": f"sampler tokens/s, batch {g['batch']}, vs {peer}",
+          "ours": f"{ours:.1f}" if ours else "-",
+          "peer": f"{theirs:.1f}" if theirs else (why or "-"),
+          "ratio": f"{ratio:.2f}x" if ratio else "-",
+          "target": f">= {target}x" if target else "-",
+          "status": _met(ratio, target) if target else "-"})
+  ts = (speed or {}).get("train_step")
+  if ts:
+    ratio = ts["torch"]["seconds"] / ts["ours"]["seconds"]
+    out.append({"measurement": f"train step fwd+bwd [{ts['batch']}, "
+                f"{ts['length']}] seconds, vs PyTorch",
+                "ours": f"{ts['ours']['seconds']:.2f}",
+                "peer": f"{ts['torch']['seconds']:.2f}",
+                "ratio": f"{ratio:.2f}x", "target": ">= 1.0x",
+                "status": _met(ratio, 1.0)})
+  ro = results.get("rollouts")
+  if ro:
+    n = ro["questions"] * ro["rollouts"]
+    out.append({"measurement": f"rollouts tokens/s, {n} live conversations "
+                "vs one at a time",
+                "ours": f"{ro['batched']['tokens_per_second']:.1f}",
+                "peer": f"{ro['sequential']['tokens_per_second']:.1f}",
+                "ratio": f"{ro['speedup']:.2f}x", "target": ">= 4x",
+                "status": _met(ro["speedup"], 4.0)})
+  st = results.get("step")
+  if st:
+    out.append({"measurement": "M-GRPO overhead (advantages, alignment, "
+                "store I/O) share of a step",
+                "ours": f"{st['overhead_share']:.2%}",
+                "peer": f"step {st['step_seconds']:.2f} s", "ratio": "-",
+                "target": "< 2%",
+                "status": _met(st["overhead_share"], 0.02, below=True)})
+    per_100 = st["compilations_per_100_steps"]
+    out.append({"measurement": "compilations per 100 steps after warm-up",
+                "ours": f"{per_100:.0f}", "peer": "-", "ratio": "-",
+                "target": "0", "status": _met(per_100, 0.5, below=True)})
+    for key, mib in st["memory"].items():
+      out.append({"measurement": f"peak memory, {key}", "ours": f"{mib:.0f}",
+                  "peer": "-", "ratio": "-", "target": "-", "status": "-"})
+  for name in FILES:
+    if name not in results:
+      out.append({"measurement": f"{name}.json", "ours": "missing",
+                  "peer": "-", "ratio": "-", "target": "-", "status": "-"})
+  return out
+
+
+def table(table_rows: list[dict[str, str]]) -> str:
+  keys = ("measurement", "ours", "peer", "ratio", "target", "status")
+  lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+  lines += ["| " + " | ".join(r[k] for k in keys) + " |" for r in table_rows]
+  return "\n".join(lines)
+
+
+def summarize(folder: str | pathlib.Path) -> dict[str, Any]:
+  """Reads the folder's result files; writes and returns bench.json."""
+  folder = pathlib.Path(folder)
+  if not folder.is_dir():
+    raise ValueError(f"{folder}: no such folder; expected the folder "
+                     "`bash launch/bench.sh` wrote (default runs/bench).")
+  results: dict[str, Any] = {}
+  for name in FILES:
+    path = folder / f"{name}.json"
+    if path.is_file():
+      try:
+        results[name] = json.loads(path.read_text())
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e}); expected the file "
+                         f"`mgrpo_jax.bench.{name}` writes.") from e
+  machines = {r["machine"] for r in results.values() if "machine" in r}
+  out = {"machines": sorted(machines), **results, "rows": rows(results)}
+  (folder / "bench.json").write_text(json.dumps(out, indent=1))
+  return out
+
+
+def main(argv: list[str]) -> int:
+  if len(argv) != 2:
+    print("usage: python -m mgrpo_jax.bench.summary FOLDER", file=sys.stderr)
+    return 2
+  try:
+    out = summarize(argv[1])
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  print(f"machine: {'; '.join(out['machines']) or 'unknown'}")
+  print(table(out["rows"]))
+  print(f"wrote {pathlib.Path(argv[1]) / 'bench.json'}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))

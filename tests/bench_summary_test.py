@@ -1,0 +1,56 @@
+"""The benchmark's one table: each figure against its target."""
+
+import json
+
+import pytest
+
+from mgrpo_jax.bench import summary
+
+SPEED = {"machine": "AMD EPYC, 2 CPUs, Linux", "generate": [
+    {"batch": 8, "ours": {"tokens_per_second": 90.0},
+     "torch": {"tokens_per_second": 30.0},
+     "tunix": {"unavailable": "google-tunix is not installed"}},
+    {"batch": 32, "ours": {"tokens_per_second": 100.0},
+     "torch": {"tokens_per_second": 80.0},
+     "tunix": {"tokens_per_second": 50.0}}],
+    "train_step": {"batch": 4, "length": 128, "ours": {"seconds": 4.0},
+                   "torch": {"seconds": 2.0}}}
+STEP = {"machine": "AMD EPYC, 2 CPUs, Linux", "overhead_share": 0.01,
+        "step_seconds": 20.0, "compilations_per_100_steps": 25.0,
+        "memory": {"host_rss_mib": 3000.0}}
+
+
+def test_rows_compare_each_figure_with_its_target(tmp_path):
+  (tmp_path / "speed.json").write_text(json.dumps(SPEED))
+  (tmp_path / "step.json").write_text(json.dumps(STEP))
+  out = summary.summarize(tmp_path)
+  by_name = {r["measurement"]: r for r in out["rows"]}
+  hf8 = by_name["sampler tokens/s, batch 8, vs HF generate"]
+  assert (hf8["ratio"], hf8["status"]) == ("3.00x", "met")
+  tunix8 = by_name["sampler tokens/s, batch 8, vs Tunix"]
+  assert tunix8["peer"] == "google-tunix is not installed"
+  assert tunix8["status"] == "not measured"
+  hf32 = by_name["sampler tokens/s, batch 32, vs HF generate"]
+  assert (hf32["ratio"], hf32["status"]) == ("1.25x", "missed")
+  assert by_name["sampler tokens/s, batch 32, vs Tunix"]["status"] == "met"
+  train = next(r for r in out["rows"] if r["measurement"].startswith(
+      "train step"))
+  assert (train["ratio"], train["status"]) == ("0.50x", "missed")
+  overhead = next(r for r in out["rows"] if "overhead" in r["measurement"])
+  assert overhead["status"] == "met"
+  compiles = by_name["compilations per 100 steps after warm-up"]
+  assert compiles["status"] == "missed"
+  assert by_name["rollouts.json"]["ours"] == "missing"
+  written = json.loads((tmp_path / "bench.json").read_text())
+  assert written["machines"] == ["AMD EPYC, 2 CPUs, Linux"]
+  assert "| measurement |" in summary.table(out["rows"])
+
+
+def test_bad_folder_or_file_is_named(tmp_path):
+  with pytest.raises(ValueError, match="no such folder"):
+    summary.summarize(tmp_path / "nope")
+  (tmp_path / "step.json").write_text("{oops")
+  with pytest.raises(ValueError, match=r"step.json: not JSON"):
+    summary.summarize(tmp_path)
+  assert summary.main(["summary", str(tmp_path)]) == 1
+  assert summary.main(["summary"]) == 2
