@@ -11,7 +11,7 @@ set -euo pipefail
 out="${1:-runs/bench}"
 here="$(dirname "${BASH_SOURCE[0]}")"
 mkdir -p "$out"
-bash "$here/bench_speed.sh" --repeats=3 --json="$out/speed.json"
+bash "$here/bench_speed.sh" --json="$out/speed.json"
 source "$here/env.sh"
 python -m mgrpo_jax.bench.rollouts --json="$out/rollouts.json"
 python -m mgrpo_jax.bench.step --json="$out/step.json"

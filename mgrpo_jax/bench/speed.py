@@ -35,19 +35,6 @@ from mgrpo_jax.bench.common import machine
 from mgrpo_jax.models import loading
 from mgrpo_jax.sampling import Engine, SamplingParams
 
-_BATCHES = flags.DEFINE_list("batches", ["8", "32"], "Generation batch sizes.")
-_PROMPT_LEN = flags.DEFINE_integer("prompt_len", 128, "Prompt tokens per row.")
-_NEW_TOKENS = flags.DEFINE_integer("new_tokens", 128, "New tokens per row.")
-_REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per measurement "
-                                "(the median is reported).")
-_TRAIN_SHAPE = flags.DEFINE_list("train_shape", ["4", "128"],
-                                 "Train step batch B and length T.")
-_JSON = flags.DEFINE_string("json", "runs/bench_speed.json",
-                            "Where to write the results as JSON.")
-_MODEL = flags.DEFINE_string("model", "smollm2-135m-instruct",
-                             "Model name or Hugging Face directory.")
-
-
 def _median_seconds(fn, repeats: int) -> float:
   times = []
   for _ in range(repeats):
@@ -114,6 +101,27 @@ def tunix_peer(hf_dir, hf_model, vocab_size: int, rng: np.random.Generator):
   if not np.array_equal(theirs, want):
     return None, "Tunix's greedy tokens differ from HF's: not timed"
   return handle, None
+
+
+def _define_flags() -> None:
+  """The command line's flags, defined only when this module runs as a
+  program (so tests can import it beside other benchmarks' flags)."""
+  global _BATCHES, _PROMPT_LEN, _NEW_TOKENS, _REPEATS, _TRAIN_SHAPE, _JSON
+  global _MODEL
+  _BATCHES = flags.DEFINE_list("batches", ["8", "32"],
+                               "Generation batch sizes.")
+  _PROMPT_LEN = flags.DEFINE_integer("prompt_len", 128,
+                                     "Prompt tokens per row.")
+  _NEW_TOKENS = flags.DEFINE_integer("new_tokens", 128,
+                                     "New tokens per row.")
+  _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per measurement "
+                                  "(the median is reported).")
+  _TRAIN_SHAPE = flags.DEFINE_list("train_shape", ["4", "128"],
+                                   "Train step batch B and length T.")
+  _JSON = flags.DEFINE_string("json", "runs/bench_speed.json",
+                              "Where to write the results as JSON.")
+  _MODEL = flags.DEFINE_string("model", "smollm2-135m-instruct",
+                               "Model name or Hugging Face directory.")
 
 
 def main(argv):
@@ -189,4 +197,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -30,14 +30,6 @@ from absl import flags
 from mgrpo_jax.bench.common import machine
 from mgrpo_jax.runtime.config_checks import load_config_file
 
-_CONFIG = flags.DEFINE_string("config", "configs/default.py",
-                              "Training config file.")
-_STEPS = flags.DEFINE_integer("steps", 8, "Training steps to run.")
-_WARMUP = flags.DEFINE_integer("warmup", 3, "First steps left out (they "
-                               "compile).")
-_JSON = flags.DEFINE_string("json", "runs/bench/step.json",
-                            "Where to write the results as JSON.")
-
 # Phase -> how it is read from a step record (seconds). Sub-agent kinds
 # add theirs (`_phases`).
 MAIN_PHASES = {
@@ -127,19 +119,33 @@ def measure(config, *, steps: int, warmup: int) -> dict:
   return {**split(records, kinds, warmup), "memory": peak_memory()}
 
 
+def _define_flags():
+  """The command line's flags, defined only when this module runs as a
+  program (so tests can import it beside other benchmarks' flags)."""
+  return (flags.DEFINE_string("config", "configs/default.py",
+                              "Training config file."),
+          flags.DEFINE_integer("steps", 8, "Training steps to run."),
+          flags.DEFINE_integer("warmup", 3, "First steps left out (they "
+                               "compile)."),
+          flags.DEFINE_string("json", "runs/bench/step.json",
+                              "Where to write the results as JSON."))
+
+
 def main(argv):
   del argv
+  config_flag, steps_flag, warmup_flag, json_flag = _FLAGS
   from mgrpo_jax.models.loading import enable_compilation_cache
   from mgrpo_jax.runtime import logs
   logs.configure()
   enable_compilation_cache()
-  config = load_config_file(_CONFIG.value)
+  config = load_config_file(config_flag.value)
   results = {"machine": machine(), "jax": jax.__version__,
-             "config": _CONFIG.value, "steps": _STEPS.value,
-             "warmup": _WARMUP.value,
-             **measure(config, steps=_STEPS.value, warmup=_WARMUP.value)}
+             "config": config_flag.value, "steps": steps_flag.value,
+             "warmup": warmup_flag.value,
+             **measure(config, steps=steps_flag.value,
+                       warmup=warmup_flag.value)}
   print(table(results))
-  path = pathlib.Path(_JSON.value)
+  path = pathlib.Path(json_flag.value)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps(results, indent=1))
   print(f"wrote {path}")
@@ -165,4 +171,5 @@ def table(results: dict) -> str:
 
 
 if __name__ == "__main__":
+  _FLAGS = _define_flags()
   app.run(main)
