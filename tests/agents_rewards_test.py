@@ -1,5 +1,7 @@
 """Rewards wired to rollouts: main and sub rewards, experts, judges."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -43,6 +45,29 @@ def test_main_and_sub_rewards_follow_the_method(tok):
   plain = score_rollouts(rollouts, tasks, reward_weights("mgrpo"))
   np.testing.assert_allclose(plain.sub_reward, [1, 1, 1, 1, 0.1, 0.1],
                              atol=1e-6)
+
+
+def test_a_new_number_of_sub_calls_does_not_recompile(tok):
+  """M changes every step; the rewards pad it to a bucket, so scoring a
+  step with a different M (same bucket) compiles nothing new."""
+  from mgrpo_jax.runtime.metrics import compilations, count_compilations
+  count_compilations()
+  corpus = LocalCorpus([Document("d", "D", "text")])
+  controller, *_ = team(tok, corpus, rewards_main_script,
+                         rewards_sub_script)
+  tasks = rewards_tasks()
+  rollouts = controller.run(tasks, group_size=2, key=KEY)
+  weights = reward_weights("with_expert")
+  first = score_rollouts(rollouts, tasks, weights, expert=RuleExpert())
+  # The same B x K rollouts with one delegation fewer: M = 5 instead of 6.
+  fewer_subs = [list(row) for row in rollouts]
+  fewer_subs[0][0] = dataclasses.replace(rollouts[0][0],
+                                         subs=rollouts[0][0].subs[1:])
+  before = compilations()
+  fewer = score_rollouts(fewer_subs, tasks, weights, expert=RuleExpert())
+  assert compilations() == before
+  assert len(fewer.sub_reward) == 5 < len(first.sub_reward) == 6
+  np.testing.assert_allclose(fewer.sub_reward, first.sub_reward[1:])
 
 
 def test_is_correct_and_rule_expert_edge_cases():

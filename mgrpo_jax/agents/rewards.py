@@ -172,8 +172,20 @@ def score_rollouts(rollouts: Sequence[Sequence[Rollout]],
   sub_ok = np.array([l[3] for l in links], bool)
   expert_scores = np.asarray(expert(items) if (expert and items) else
                              np.zeros(len(items)), np.float32)
+  # The number of calls M changes every step: padded to a power of two (the
+  # reward is elementwise), so the jitted math compiles once per bucket.
+  m = len(sub_ok)
   sub = np.asarray(core_rewards.sub_reward(
-      sub_ok, correct[link[:, 0], link[:, 1]], expert_scores, **sub_w))
+      _padded(sub_ok, m), _padded(correct[link[:, 0], link[:, 1]], m),
+      _padded(expert_scores, m), **sub_w))[:m]
   return Scores(main.astype(np.float32), correct, format_ok, calls,
                 link[:, 0], link[:, 1], link[:, 2], sub.astype(np.float32),
                 sub_ok, expert_scores)
+
+
+def _padded(x_M: np.ndarray, m: int) -> np.ndarray:
+  """`x_M` zero-padded to the smallest power of two >= max(m, 16)."""
+  size = 16
+  while size < m:
+    size *= 2
+  return np.pad(x_M, (0, size - m))

@@ -188,7 +188,7 @@ def main(argv):
   ts = results["train_step"]
   lines.append(f"| train step fwd+bwd, [{b}, {t}] (seconds) | "
                f"{ts['ours']['seconds']:.2f} | {ts['torch']['seconds']:.2f} | "
-               f"{ts['speedup']:.2f}x faster | - | - |")
+               f"{ts['speedup']:.2f}x | - | - |")
   print("\n".join(lines))
   path = pathlib.Path(_JSON.value)
   path.parent.mkdir(parents=True, exist_ok=True)

@@ -75,7 +75,10 @@ def split(records: list[dict], kinds: tuple[str, ...], warmup: int) -> dict:
   seconds["other"] = total - sum(seconds.values())
   overhead = sum(seconds[n] for n in OVERHEAD_MAIN) + sum(
       seconds[o.format(kind=k)] for o in OVERHEAD_KIND for k in kinds)
-  after = [r["jit/compilations"] for r in steps if r["step"] >= warmup]
+  # Cumulative counts from the end of warm-up to the last timed step (the
+  # final step's evaluation compiles its own shapes).
+  after = [r["jit/compilations"] for r in steps
+           if warmup <= r["step"] < steps[-1]["step"]]
   per_100 = (100.0 * (after[-1] - after[0]) / (len(after) - 1)
              if len(after) > 1 else float("nan"))
   return {"step_seconds": total, "phases": seconds,
