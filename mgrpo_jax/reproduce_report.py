@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import platform
 import statistics
 from typing import Sequence
 
+from mgrpo_jax.bench.common import cpu_model
 from mgrpo_jax.runtime.metrics import JSONL_NAME, read_jsonl
 
 # Curve field -> the metric it comes from (test split, greedy).
@@ -43,16 +43,6 @@ DIAGNOSTICS = (("sub report acc.", "sub_report_accuracy"),
 def output_of(suite: str) -> str:
   """The JSON file a finished suite leaves in the output directory."""
   return f"{OUTPUTS[suite]}.json"
-
-
-def cpu_model() -> str:
-  try:
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown CPU"
 
 
 def run_result(run_dir: pathlib.Path, *, suite: str, name: str,

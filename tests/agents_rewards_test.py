@@ -22,12 +22,17 @@ def tok():
   return tiny_tokenizer()
 
 
-def test_main_and_sub_rewards_follow_the_method(tok):
+def _rollouts(tok):
+  """The scripted team's rollouts of the two reward tasks, K = 2."""
   corpus = LocalCorpus([Document("d", "D", "text")])
   controller, *_ = team(tok, corpus, rewards_main_script,
                          rewards_sub_script)
   tasks = rewards_tasks()
-  rollouts = controller.run(tasks, group_size=2, key=KEY)
+  return controller.run(tasks, group_size=2, key=KEY), tasks
+
+
+def test_main_and_sub_rewards_follow_the_method(tok):
+  rollouts, tasks = _rollouts(tok)
   weights = reward_weights("with_expert")
   scores = score_rollouts(rollouts, tasks, weights, expert=RuleExpert())
   np.testing.assert_array_equal(scores.main_correct, [[1, 1], [0, 0]])
@@ -52,11 +57,7 @@ def test_a_new_number_of_sub_calls_does_not_recompile(tok):
   step with a different M (same bucket) compiles nothing new."""
   from mgrpo_jax.runtime.metrics import compilations, count_compilations
   count_compilations()
-  corpus = LocalCorpus([Document("d", "D", "text")])
-  controller, *_ = team(tok, corpus, rewards_main_script,
-                         rewards_sub_script)
-  tasks = rewards_tasks()
-  rollouts = controller.run(tasks, group_size=2, key=KEY)
+  rollouts, tasks = _rollouts(tok)
   weights = reward_weights("with_expert")
   first = score_rollouts(rollouts, tasks, weights, expert=RuleExpert())
   # The same B x K rollouts with one delegation fewer: M = 5 instead of 6.
