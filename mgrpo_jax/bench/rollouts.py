@@ -29,6 +29,7 @@ from mgrpo_jax.agents.team import build_team
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.train.evaluator import roll_out
 from mgrpo_jax.bench.common import machine
+from mgrpo_jax.runtime import logs
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_tasks
 from mgrpo_jax.models.loading import load_model
@@ -110,6 +111,7 @@ def compare(*, model: str | None = None, questions: int = 8,
 
 def main(argv):
   del argv
+  logs.configure()  # Library INFO lines only with --verbosity=1.
   result = compare(questions=_QUESTIONS.value, rollouts=_ROLLOUTS.value,
                    max_new_tokens=_MAX_NEW.value, turns=_TURNS.value,
                    warmup=_WARMUP.value)

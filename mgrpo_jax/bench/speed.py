@@ -32,6 +32,7 @@ from absl import logging
 from mgrpo_jax.bench import train_step
 from mgrpo_jax.bench import tunix_sampler
 from mgrpo_jax.bench.common import machine
+from mgrpo_jax.runtime import logs
 from mgrpo_jax.models import loading
 from mgrpo_jax.sampling import Engine, SamplingParams
 
@@ -126,6 +127,7 @@ def _define_flags() -> None:
 
 def main(argv):
   del argv
+  logs.configure()  # Library INFO lines only with --verbosity=1.
   import torch  # benchmark-only dependency
   import transformers
 

@@ -63,7 +63,7 @@ def torch_train_step_seconds(torch_model, tokens_BxT: np.ndarray,
     loss = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
     loss.backward()
-    return float(loss)
+    return float(loss.detach())
 
   loss = step()  # warm-up
   times = _timed(step, repeats)
