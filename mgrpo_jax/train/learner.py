@@ -45,7 +45,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from mgrpo_jax.core import losses
 from mgrpo_jax.train import update
 from mgrpo_jax.train.packing import Batch
-from mgrpo_jax.train.update import check_micro_batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +131,7 @@ class Learner:
                        if config.beta > 0 else None)
     self.step_count = 0
     self.traces = collections.Counter()
-    check_micro_batch(config.micro_batch, mesh,
+    update.check_micro_batch(config.micro_batch, mesh,
                       f"learner.{name}.micro_batch")
     self._logp = jax.jit(self._logp_all_fn)
     self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
@@ -194,8 +193,8 @@ class Learner:
 
   def logprobs(self, batch: Batch, *, reference: bool = False) -> jax.Array:
     """[U, M, T] log-probs of the targets per micro-batch (no gradient)."""
-    params = self.ref_params if reference else self.params
-    return self._logp(params, self._rows(batch.inputs_NxT),
+    return self._logp(self.ref_params if reference else self.params,
+                      self._rows(batch.inputs_NxT),
                       self._rows(batch.targets_NxT))
 
   def _denominator(self, batch: Batch) -> float:
@@ -213,8 +212,10 @@ class Learner:
         batch.behaviour_NxT))
     # mu = 1: the only epoch runs on the parameters the old log-probs would
     # be recomputed with; the loss takes them from its own forward pass.
-    old = self.logprobs(batch) if self.config.inner_epochs > 1 else None
-    ref = (self.logprobs(batch, reference=True)
+    # (On the rows already placed for the update: one transfer each.)
+    old = (self._logp(self.params, inputs, targets)
+           if self.config.inner_epochs > 1 else None)
+    ref = (self._logp(self.ref_params, inputs, targets)
            if self.ref_params is not None else None)
     denom = jnp.float32(self._denominator(batch))
     skip = not np.any(batch.adv_N)  # Nothing to learn from: no update.

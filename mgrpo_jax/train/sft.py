@@ -32,7 +32,6 @@ from mgrpo_jax.agents.trajectory import Trajectory
 from mgrpo_jax.train import update
 from mgrpo_jax.train.learner import LearnerConfig, make_optimizer
 from mgrpo_jax.train.packing import Batch, pack
-from mgrpo_jax.train.update import check_micro_batch
 
 
 def masked_nll(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
@@ -92,7 +91,7 @@ class SFTTrainer:
     self.step_count = 0
     self.traces = 0  # Compilations of the step (one per T bucket).
 
-    check_micro_batch(config.micro_batch, mesh, "sft.batch_size")
+    update.check_micro_batch(config.micro_batch, mesh, "sft.batch_size")
 
     def step(*args):
       self.traces += 1
