@@ -120,7 +120,8 @@ def softmax_input_scale(model, tokens_BxT) -> float:
                         preferred_element_type=jnp.float32)
     scores = jnp.where(visible[:, None, None], scores * c.head_dim ** -0.5, 0)
     scale = max(scale, float(jnp.abs(scores).max()))
-    h = finish_layer(c, dt, lp, h, attention(q, k, v, visible, dt))
+    h = finish_layer(c, dt, lp, h, attention(
+        q, jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2), visible, dt))
   logits = model.logits(rms_norm(h, model.final_norm[...], c.rms_norm_eps))
   return max(scale, float(jnp.abs(logits).max()))
 

@@ -114,8 +114,8 @@ def test_continuation_equals_fresh_prefill_of_the_whole_conversation():
   # Only the new positions were written: the old prefix is bit-identical.
   after = engine.kv_cache(conv)
   n = cached_before.slots
-  np.testing.assert_array_equal(after.k[:, :, :n], cached_before.k)
-  np.testing.assert_array_equal(after.v[:, :, :n], cached_before.v)
+  np.testing.assert_array_equal(after.k[:, :, :, :n], cached_before.k)
+  np.testing.assert_array_equal(after.v[:, :, :, :n], cached_before.v)
 
   full = engine.tokens(conv)[:11 + len(first.tokens) + len(tool)]
   fresh = engine.start(full)
@@ -137,6 +137,46 @@ def test_continuation_equals_fresh_prefill_of_the_whole_conversation():
   assert cont.tokens == want
   engine.release(conv)
   engine.release(fresh)
+
+
+def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_results():
+  system = _prompt(20, seed=40)
+  q0, q1 = system + [1, 2, 3, 4, 5], system + [6, 7, 8, 9, 10, 11, 12]
+  prompts = [q0, q1, q0, q0]  # Three rollouts of q0, one of q1.
+  params = SamplingParams(temperature=1.0, max_new_tokens=8)
+  shared, unshared = _engine(), _engine(share_prefixes=False)
+  a = shared.generate(prompts, params, jax.random.key(3))
+  b = unshared.generate(prompts, params, jax.random.key(3))
+  # The system prompt once (20), q0 but its last token once (4), each row's
+  # pending rest: q0's last token three times, q1's 7 tokens once.
+  assert shared.prefilled_tokens == 20 + 4 + 3 + 7
+  assert unshared.prefilled_tokens == 3 * 25 + 27
+  assert [r.tokens for r in a] == [r.tokens for r in b]
+  for r, s in zip(a, b):
+    np.testing.assert_allclose(r.logprobs, s.logprobs, **logprob_tolerance(
+        _model(), [p + s.tokens for p in prompts]))
+  assert [r.tokens for r in a][0] != [r.tokens for r in a][2]  # own draws
+  [greedy] = shared.generate([q1], GREEDY, jax.random.key(0))
+  many = shared.generate([q1, q0, q1], GREEDY, jax.random.key(0))
+  assert many[0].tokens == many[2].tokens == greedy.tokens
+  assert many[1].tokens == _naive_greedy(q0, 12)[0]
+
+
+def test_rows_that_finish_leave_the_batch_and_others_keep_their_draws():
+  engine = _engine(cache_len=96, chunk_steps=4)
+  params = SamplingParams(temperature=1.0, max_new_tokens=20)
+  row = _prompt(10, seed=50)
+  early = _prompt(90, seed=51)  # 6 slots left: done after 6 tokens.
+  late = _prompt(12, seed=52)
+  before = engine.decoded_rows
+  with_early = engine.generate([early, row], params, jax.random.key(4))
+  # 19 tokens after the prefill's: chunks of 4 at batch 2, 2, then 1, 1, 1.
+  assert engine.decoded_rows - before == 2 + 2 + 1 + 1 + 1
+  with_late = engine.generate([late, row], params, jax.random.key(4))
+  assert len(with_early[0].tokens) == 6
+  assert len(with_early[1].tokens) == len(with_late[1].tokens) == 20
+  # The row draws as row 1 even once it is alone in the batch.
+  assert with_early[1].tokens == with_late[1].tokens
 
 
 def test_same_key_same_tokens_different_key_different_tokens():

@@ -1,6 +1,6 @@
 """The generation engine: many live conversations over one preallocated cache.
 
-Each conversation owns one row of a KV cache [L, R, S, G, Dh] (R =
+Each conversation owns one row of a KV cache [L, R, G, S, Dh] (R =
 `max_conversations`, S = `cache_len`). A conversation's tokens are either in
 the cache (positions [0, cached)) or pending (the prompt, appended tool
 results, and the last sampled token, which is never fed through the model
@@ -26,9 +26,7 @@ Typical use by a rollout controller::
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 from typing import Any, Callable, Sequence
 
 import jax
@@ -37,7 +35,7 @@ import numpy as np
 from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
-from mgrpo_jax.sampling import forward, generation
+from mgrpo_jax.sampling import generation, prefill, steps
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 DecodeFn = Callable[[list[int]], str]
@@ -66,7 +64,7 @@ class Engine:
                cache_len: int = 2048, chunk_steps: int = 16,
                min_window: int = 64, min_prompt_bucket: int = 16,
                truncate_prompts: bool = False, cache_dtype: Any = None,
-               decode_fn: DecodeFn | Any = None):
+               decode_fn: DecodeFn | Any = None, share_prefixes: bool = True):
     """Allocates the cache and prepares (lazily compiled) jitted steps.
 
     Args:
@@ -84,6 +82,8 @@ class Engine:
       cache_dtype: dtype of the cache; defaults to the model's compute dtype.
       decode_fn: `list[int] -> str`, or a tokenizer with `.decode`; needed
         only for stop strings (may also be passed per call).
+      share_prefixes: prefill a prompt prefix that new conversations of one
+        call share once and copy its keys/values (`_share_prefixes`).
     """
     for name, value in (("max_conversations", max_conversations),
                         ("cache_len", cache_len), ("chunk_steps", chunk_steps),
@@ -100,10 +100,13 @@ class Engine:
     self.min_prompt_bucket = min_prompt_bucket
     self.truncate_prompts = truncate_prompts
     self.decode_fn = decode_fn
+    self.share_prefixes = share_prefixes
+    self.prefilled_tokens = 0  # Tokens fed through prefill, padding aside.
+    self.decoded_rows = 0  # Batch rows of every decode chunk, padding in.
     self._dtype = model.dtype
     self._graphdef, state = nnx.split(model)
     self._param_shapes = _describe(state)
-    self._steps = _compiled_steps(self._graphdef)
+    self._steps = steps.compiled_steps(self._graphdef)
     self._weights = self._steps.split(state)
     self.weights_version = -1  # Set by `update_weights`.
     self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
@@ -186,9 +189,9 @@ class Engine:
     return list(self._get(conv_id).tokens)
 
   def kv_cache(self, conv_id: int) -> KVCache:
-    """The cached keys/values of a conversation: [L, 1, cached, G, Dh]."""
+    """The cached keys/values of a conversation: [L, 1, G, cached, Dh]."""
     conv = self._get(conv_id)
-    take = lambda x: x[:, conv.row:conv.row + 1, :conv.cached]
+    take = lambda x: x[:, conv.row:conv.row + 1, :, :conv.cached]
     return KVCache(take(self._cache.k), take(self._cache.v))
 
   @property
@@ -251,67 +254,66 @@ class Engine:
     convs = [self._get(c) for c in conv_ids]
     decode_text = self._decoder(decode_fn, params)
     b = len(convs)
-    bp = generation.bucket(b, 1, self.max_conversations)
-    pad = bp - b
-    rows = np.array([c.row for c in convs] + [self.max_conversations] * pad,
-                    np.int32)
-    prior = np.array([len(c.tokens) for c in convs] + [0] * pad, np.int32)
+    prior = np.array([len(c.tokens) for c in convs], np.int32)
     budget = np.minimum(params.max_new_tokens,
                         self.cache_len - prior).astype(np.int32)
-    budget[b:] = 0
     sampling = self._sampling(params)
+    prefill_key = jax.random.fold_in(key, 0)
 
-    # Prefill the pending tokens; sample each row's first new token.
+    # Prefill the pending tokens (prompt prefixes that rows share once, the
+    # rest in calls grouped by length); sample each row's first new token.
+    if self.share_prefixes:
+      self._share_prefixes(convs, sampling, prefill_key)
     pending = [c.tokens[c.cached:] for c in convs]
-    t = generation.bucket(max(map(len, pending)), self.min_prompt_bucket)
-    tokens_BxT = np.zeros((bp, t), np.int32)
-    for i, p in enumerate(pending):
-      tokens_BxT[i, :len(p)] = p
-    start = np.array([c.cached for c in convs] + [0] * pad, np.int32)
-    length = np.array(list(map(len, pending)) + [0] * pad, np.int32)
-    window = self._window(int(prior.max()))
-    self._cache, first, first_lp = self._steps.prefill(
-        self.config, self._dtype, window, self._weights, self._cache, rows,
-        tokens_BxT, start, length,
-        sampling, jax.random.fold_in(key, 0))
-    for i, c in enumerate(convs):
-      c.cached += len(pending[i])
-    first, first_lp = np.asarray(first), np.asarray(first_lp)
+    first = np.zeros(b, np.int32)
+    first_lp = np.zeros(b, np.float32)
+    for group in prefill.plan_calls([len(p) for p in pending],
+                                       self.min_prompt_bucket,
+                                       self.max_conversations):
+      first[group], first_lp[group] = self._prefill(
+          [convs[i] for i in group], [pending[i] for i in group], group,
+          sampling, prefill_key)
     generated = [[int(first[i])] if budget[i] > 0 else [] for i in range(b)]
     logprobs = [[float(first_lp[i])] if budget[i] > 0 else []
                 for i in range(b)]
     stop_ids = set(params.stop_token_ids)
     done = np.array([not g or g[-1] in stop_ids or len(g) >= budget[i]
-                     for i, g in enumerate(generated)] + [True] * pad)
+                     for i, g in enumerate(generated)])
     by_string = self._check_strings(generated, logprobs, [0] * b, done,
                                     params, decode_text)
 
-    # Decode in chunks until every row is done.
+    # Decode in chunks until every row is done; each chunk runs only the
+    # rows still live (finished rows leave the batch, whose bucket shrinks).
     chunk = 0
     while not done.all():
       chunk += 1
-      count = np.array(list(map(len, generated)) + [0] * pad, np.int32)
-      last = np.array([g[-1] if g else 0 for g in generated] + [0] * pad,
-                      np.int32)
-      # Rows without a generated token feed nothing: their position lies
-      # past every window, so the write is dropped.
-      position = np.where(count > 0, prior + count - 1,
-                          self.cache_len).astype(np.int32)
-      live_end = int(position[~done].max()) + self.chunk_steps
+      live = np.flatnonzero(~done)
+      bp = generation.bucket(len(live), 1, self.max_conversations)
+      pad = bp - len(live)
+      padded = lambda x, fill: np.concatenate(
+          [np.asarray(x)[live], np.full(pad, fill)]).astype(np.int32)
+      count_all = np.array(list(map(len, generated)), np.int32)
+      count = padded(count_all, 0)
+      last = padded([g[-1] for g in generated], 0)
+      position = padded(prior + count_all - 1, self.cache_len)
+      live_end = int(position[:len(live)].max()) + self.chunk_steps
+      self.decoded_rows += bp
       self._cache, out = self._steps.decode(
           self.config, self._dtype, self._window(live_end), self.chunk_steps,
           self._weights, self._cache,
-          rows, last, position, count, budget, done, sampling,
+          padded([c.row for c in convs], self.max_conversations), last,
+          position, count, padded(budget, 0),
+          np.arange(bp) >= len(live), padded(np.arange(b), 0), sampling,
           jax.random.fold_in(key, chunk))
-      toks, lps, new_count = (np.asarray(out.tokens_BxN),
-                              np.asarray(out.logprobs_BxN),
-                              np.asarray(out.count_B))
-      for i in range(b):
-        n = int(new_count[i] - count[i])
-        generated[i].extend(int(x) for x in toks[i, :n])
-        logprobs[i].extend(float(x) for x in lps[i, :n])
-      done = np.asarray(out.done_B).copy()
-      by_string |= self._check_strings(generated, logprobs, count[:b], done,
+      toks, lps, new_count, new_done = (
+          np.asarray(out.tokens_BxN), np.asarray(out.logprobs_BxN),
+          np.asarray(out.count_B), np.asarray(out.done_B))
+      for j, i in enumerate(live):
+        n = int(new_count[j] - count[j])
+        generated[i].extend(int(x) for x in toks[j, :n])
+        logprobs[i].extend(float(x) for x in lps[j, :n])
+        done[i] = new_done[j]
+      by_string |= self._check_strings(generated, logprobs, count_all, done,
                                        params, decode_text)
 
     results = []
@@ -345,6 +347,80 @@ class Engine:
       raise ValueError(f"Engine: {name} holds ids {bad[:5]} outside "
                        f"[0, vocab_size={self.config.vocab_size}).")
     return out
+
+  def _prefill(self, convs: list[_Conversation], pending: list[list[int]],
+               draws: Sequence[int], sampling: generation.Sampling,
+               key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Writes each conversation's `pending` tokens (at least one each) at
+    its next positions; returns the tokens sampled after them and their
+    log-probs, row i drawing with `draws[i]`."""
+    n = len(convs)
+    bp = generation.bucket(n, 1, self.max_conversations)
+    pad = [0] * (bp - n)
+    t = generation.bucket(max(map(len, pending)), self.min_prompt_bucket)
+    tokens_BxT = np.zeros((bp, t), np.int32)
+    for i, p in enumerate(pending):
+      tokens_BxT[i, :len(p)] = p
+    rows = [c.row for c in convs] + [self.max_conversations] * len(pad)
+    start = [c.cached for c in convs] + pad
+    length = list(map(len, pending)) + pad
+    window = self._window(max(s + l for s, l in zip(start, length)))
+    self._cache, first, first_lp = self._steps.prefill(
+        self.config, self._dtype, window, self._weights, self._cache,
+        np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
+        np.array(length, np.int32), np.array(list(draws) + pad, np.int32),
+        sampling, key)
+    for c, p in zip(convs, pending):
+      c.cached += len(p)
+    self.prefilled_tokens += sum(length)
+    return np.asarray(first)[:n], np.asarray(first_lp)[:n]
+
+  def _copy(self, sources: list[_Conversation],
+            targets: list[_Conversation], slots: int) -> None:
+    """Slots [0, slots) of each source row copied into its target row."""
+    bp = generation.bucket(len(targets), 1, self.max_conversations)
+    pad = [self.max_conversations] * (bp - len(targets))
+    self._cache = self._steps.copy(
+        self._window(slots), self._cache,
+        np.array([c.row for c in sources] + pad, np.int32),
+        np.array([c.row for c in targets] + pad, np.int32))
+
+  def _share_prefixes(self, convs: list[_Conversation],
+                      sampling: generation.Sampling, key: jax.Array) -> None:
+    """Prefills once what new conversations of one call share, and copies it.
+
+    Two levels: the prefix common to every distinct new prompt (a system
+    prompt, at least `min_prompt_bucket` tokens), then each prompt that
+    several rows hold (a group of rollouts of one question), up to its last
+    token. A prompt's last token stays pending, so every row samples its
+    own first token in the main prefill. The keys and values are those the
+    rows would compute themselves (up to float32 rounding of another batch
+    shape).
+    """
+    fresh = [c for c in convs if c.cached == 0 and len(c.tokens) > 1]
+    plan = prefill.share_plan([c.tokens for c in fresh],
+                              self.min_prompt_bucket)
+    groups = [[fresh[i] for i in g] for g in plan.groups]
+    heads = [g[0] for g in groups]
+    if plan.common:
+      self._prefill([heads[0]], [heads[0].tokens[:plan.common]], [0],
+                    sampling, key)
+      self._copy([heads[0]] * (len(heads) - 1), heads[1:], plan.common)
+      for h in heads[1:]:
+        h.cached = plan.common
+    shared = [g for g in groups if len(g) > 1]
+    if not shared:
+      return
+    todo = [g[0] for g in shared if g[0].cached < len(g[0].tokens) - 1]
+    if todo:
+      self._prefill(todo, [h.tokens[h.cached:-1] for h in todo],
+                    range(len(todo)), sampling, key)
+    self._copy([g[0] for g in shared for _ in g[1:]],
+               [c for g in shared for c in g[1:]],
+               max(len(g[0].tokens) for g in shared))
+    for g in shared:
+      for c in g[1:]:
+        c.cached = g[0].cached
 
   def _window(self, live_end: int) -> int:
     return generation.bucket(live_end, self.min_window, self.cache_len)
@@ -396,40 +472,6 @@ def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:
   """Tree structure and leaf (shape, dtype) of a model state."""
   leaves = [(jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(state)]
   return jax.tree.structure(state), leaves
-
-
-@dataclasses.dataclass(frozen=True)
-class _Steps:
-  """Jitted steps of one model structure, and their trace counts."""
-  split: Callable[[nnx.State], forward.Weights]
-  prefill: Callable[..., Any]
-  decode: Callable[..., Any]
-  traces: collections.Counter
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_steps(graphdef: nnx.GraphDef) -> _Steps:
-  """One set of jitted steps per model structure, shared across engines."""
-  traces = collections.Counter()
-  def split(state):
-    traces["split"] += 1
-    return forward.split_weights(nnx.merge(graphdef, state))
-
-  def prefill(config, dtype, window, *args):
-    traces["prefill"] += 1
-    return generation.prefill(config, dtype, window, *args)
-
-  def decode(config, dtype, window, steps, *args):
-    traces["decode"] += 1
-    return generation.decode_chunk(config, dtype, window, steps, *args)
-
-  # The cache (first argument after the weights) is donated: updated in place.
-  return _Steps(jax.jit(split),
-                jax.jit(prefill, static_argnums=(0, 1, 2),
-                        donate_argnums=(4,)),
-                jax.jit(decode, static_argnums=(0, 1, 2, 3),
-                        donate_argnums=(5,)),
-                traces)
 
 
 def _has_stop(text: str, params: SamplingParams) -> bool:

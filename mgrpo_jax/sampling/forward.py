@@ -35,7 +35,7 @@ class Weights(NamedTuple):
 
 
 class Window(NamedTuple):
-  """A cache window as per-layer arrays: L of [B, W, G, Dh] each."""
+  """A cache window as per-layer arrays: L of [B, G, W, Dh] each."""
   k: tuple[jax.Array, ...]
   v: tuple[jax.Array, ...]
 
@@ -62,7 +62,7 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
   c = config
   dt = dtype
   b, t = tokens_BxT.shape
-  slots = window.k[0].shape[1]
+  slots = window.k[0].shape[2]
   inv_freq = rope_inverse_frequencies(c)
   h = weights.embed.astype(dt)[tokens_BxT]
   visible_BxTxS = jnp.arange(slots)[None, None, :] <= positions_BxT[:, :, None]
@@ -70,10 +70,10 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
   new_k, new_v = [], []
   for lp, cache_k, cache_v in zip(weights.layers, window.k, window.v):
     q, k, v = project_qkv(c, dt, lp, h, positions_BxT, inv_freq)
-    cache_k = cache_k.at[rows_B, positions_BxT].set(k.astype(cache_k.dtype),
-                                                    mode="drop")
-    cache_v = cache_v.at[rows_B, positions_BxT].set(v.astype(cache_v.dtype),
-                                                    mode="drop")
+    cache_k = cache_k.at[rows_B, :, positions_BxT].set(
+        k.astype(cache_k.dtype), mode="drop")
+    cache_v = cache_v.at[rows_B, :, positions_BxT].set(
+        v.astype(cache_v.dtype), mode="drop")
     new_k.append(cache_k)
     new_v.append(cache_v)
     attn = attention(q, cache_k, cache_v, visible_BxTxS, dt)

@@ -4,7 +4,7 @@ Shape letters: B batch rows (padded to a bucket), T new tokens per row
 (padded to a bucket), N decode steps per chunk, W cache window (slots), V
 vocab, K stop ids (padded), L layers, R rows of the engine's cache.
 
-The engine's cache holds one conversation per row, [L, R, S, G, Dh]. Each
+The engine's cache holds one conversation per row, [L, R, G, S, Dh]. Each
 call gathers the rows of its batch and only the first W slots (a bucketed
 window just long enough for the live positions), runs on that window, and
 scatters it back, so attention never scans the whole preallocated cache.
@@ -47,7 +47,7 @@ def bucket(n: int, minimum: int, maximum: int | None = None) -> int:
 def gather_window(cache: KVCache, rows_B: jax.Array,
                   window: int) -> forward.Window:
   """Rows `rows_B` and slots [0, window) of the cache, per layer."""
-  take = lambda x: tuple(jnp.take(x[i, :, :window], rows_B, axis=0,
+  take = lambda x: tuple(jnp.take(x[i, :, :, :window], rows_B, axis=0,
                                   mode="clip") for i in range(x.shape[0]))
   return forward.Window(take(cache.k), take(cache.v))
 
@@ -55,23 +55,25 @@ def gather_window(cache: KVCache, rows_B: jax.Array,
 def scatter_window(cache: KVCache, rows_B: jax.Array,
                    win: forward.Window) -> KVCache:
   """Writes a window back into its rows; rows >= R (padding) are dropped."""
-  w = win.k[0].shape[1]
-  put = lambda x, y: x.at[:, rows_B, :w].set(jnp.stack(y), mode="drop")
+  w = win.k[0].shape[2]
+  put = lambda x, y: x.at[:, rows_B, :, :w].set(jnp.stack(y), mode="drop")
   return KVCache(put(cache.k, win.k), put(cache.v, win.v))
 
 
 def prefill(config: ModelConfig, dtype, window: int,
             weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
             tokens_BxT: jax.Array,
-            start_B: jax.Array, length_B: jax.Array, sampling: Sampling,
+            start_B: jax.Array, length_B: jax.Array, draw_B: jax.Array,
+            sampling: Sampling,
             key: jax.Array) -> tuple[KVCache, jax.Array, jax.Array]:
   """Writes each row's new tokens and samples the token that follows them.
 
   Row b's tokens_BxT[b, :length_B[b]] go to positions [start, start +
   length); the rest of the row is padding (its positions are pushed out of
   the window, so it writes nothing). Logits are computed only at each row's
-  last new token. Returns (cache, next tokens [B], their log-probs [B]);
-  rows with length 0 return garbage to be ignored.
+  last new token, row b drawing with fold_in(key, draw_B[b]). Returns
+  (cache, next tokens [B], their log-probs [B]); rows with length 0 return
+  garbage to be ignored.
   """
   t = tokens_BxT.shape[1]
   offsets_T = jnp.arange(t)
@@ -84,9 +86,18 @@ def prefill(config: ModelConfig, dtype, window: int,
   h_BxD = jnp.take_along_axis(h_BxTxD, last_B[:, None, None], axis=1)[:, 0]
   tokens_B, logprobs_B = sample_tokens(
       forward.logits(dtype, weights, h_BxD), key, sampling.temperature,
-      sampling.top_k,
-      sampling.top_p)
+      sampling.top_k, sampling.top_p, draw_B)
   return scatter_window(cache, rows_B, win), tokens_B, logprobs_B
+
+
+def copy_rows(cache: KVCache, src_B: jax.Array, dst_B: jax.Array,
+              window: int) -> KVCache:
+  """Slots [0, window) of rows src_B copied into rows dst_B (dst >= R, i.e.
+  padding, dropped): conversations that share a prompt prefix take its
+  keys/values from the row that prefilled it."""
+  put = lambda x: x.at[:, dst_B, :, :window].set(
+      jnp.take(x[:, :, :, :window], src_B, axis=1, mode="clip"), mode="drop")
+  return KVCache(put(cache.k), put(cache.v))
 
 
 class DecodeOut(NamedTuple):
@@ -100,7 +111,8 @@ class DecodeOut(NamedTuple):
 def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
                  weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
                  last_B: jax.Array, position_B: jax.Array, count_B: jax.Array,
-                 budget_B: jax.Array, done_B: jax.Array, sampling: Sampling,
+                 budget_B: jax.Array, done_B: jax.Array, draw_B: jax.Array,
+                 sampling: Sampling,
                  key: jax.Array) -> tuple[KVCache, DecodeOut]:
   """Up to `steps` decode steps in one `lax.while_loop`.
 
@@ -108,7 +120,7 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
   its position, samples the next one from the logits, and advances the rows
   still live; a row stops on a stop id or when count reaches its budget,
   and then never changes. The loop exits early once every row is done.
-  Step i draws with fold_in(key, i).
+  Step i draws row b's token with fold_in(fold_in(key, i), draw_B[b]).
   """
   b = rows_B.shape[0]
   win = gather_window(cache, rows_B, window)
@@ -127,7 +139,7 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
     new_B, lp_B = sample_tokens(
         forward.logits(dtype, weights, h_Bx1xD[:, 0]),
         jax.random.fold_in(key, i),
-        sampling.temperature, sampling.top_k, sampling.top_p)
+        sampling.temperature, sampling.top_k, sampling.top_p, draw_B)
     live_B = ~done_B
     toks = lax.dynamic_update_slice(toks, new_B[:, None], (0, i))
     lps = lax.dynamic_update_slice(lps, lp_B[:, None], (0, i))

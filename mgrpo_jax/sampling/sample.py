@@ -68,11 +68,12 @@ def top_p_mask(probs_BxV: jax.Array, p: jax.Array) -> jax.Array:
   return keys >= threshold
 
 
-def _inverse_cdf(probs_BxV: jax.Array, key: jax.Array) -> jax.Array:
+def _inverse_cdf(probs_BxV: jax.Array, key: jax.Array,
+                 draw_B: jax.Array) -> jax.Array:
   """Token ids [B] drawn with probability proportional to `probs_BxV` >= 0.
 
-  Row r draws its uniform from fold_in(key, r), so its token does not depend
-  on how many rows the batch holds. One uniform per row and a two-level
+  Row b draws its uniform from fold_in(key, draw_B[b]), so its token does
+  not depend on how many rows the batch holds or where the row sits in it. One uniform per row and a two-level
   search (cumulative mass over blocks of the vocabulary, then inside the
   chosen block) avoid both a full-vocab cumsum and full-vocab Gumbel draws.
   """
@@ -83,7 +84,7 @@ def _inverse_cdf(probs_BxV: jax.Array, key: jax.Array) -> jax.Array:
   block_cdf = jnp.cumsum(jnp.sum(probs, axis=-1), axis=-1)  # [B, nb]
   # u in (0, total]: the first block (and token) whose cumulative mass
   # reaches u has positive mass.
-  keys_B = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(b))
+  keys_B = jax.vmap(lambda r: jax.random.fold_in(key, r))(draw_B)
   uniform_B = jax.vmap(lambda k: jax.random.uniform(k, ()))(keys_B)
   u = (1.0 - uniform_B) * block_cdf[:, -1]
   block = jnp.minimum(jnp.sum(block_cdf < u[:, None], axis=-1), nb - 1)
@@ -103,6 +104,7 @@ def sample_tokens(
     temperature: jax.Array | float,
     top_k: jax.Array | int = 0,
     top_p: jax.Array | float = 1.0,
+    draw_B: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """Next tokens [B] (int32) and their log-probs [B] (float32).
 
@@ -111,8 +113,12 @@ def sample_tokens(
   to the top-k (k > 0) and then to the nucleus of mass top_p (< 1); its
   log-prob is log_softmax(logits / temperature) at that token, i.e. under
   the temperature-scaled distribution before the top-k / top-p truncation.
+  Row b draws with fold_in(key, draw_B[b]); draw_B defaults to arange(B), and
+  a caller that moves rows between batches passes their stable ids.
   """
   logits = logits_BxV.astype(jnp.float32)
+  if draw_B is None:
+    draw_B = jnp.arange(logits.shape[0])
   v = logits.shape[-1]
   temperature = jnp.asarray(temperature, jnp.float32)
   top_k = jnp.asarray(top_k, jnp.int32)
@@ -133,7 +139,7 @@ def sample_tokens(
     kept = lax.cond(top_p < 1.0,
                     lambda pr: jnp.where(top_p_mask(pr, top_p), pr, 0.0),
                     lambda pr: pr, kept)
-    return _inverse_cdf(kept, key), scaled, log_total_B
+    return _inverse_cdf(kept, key, draw_B), scaled, log_total_B
 
   tokens_B, scaled, log_total_B = lax.cond(temperature == 0, greedy, sampled,
                                            None)

@@ -1,0 +1,68 @@
+"""Planning one call's prefill: prefixes rows share, and rows grouped into calls.
+
+Pure functions over token lists (host side); the engine runs the plan.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mgrpo_jax.sampling.generation import bucket
+
+
+class SharePlan(NamedTuple):
+  """How new conversations of one call share their prompts' prefill."""
+  groups: list[list[int]]  # Rows with one prompt (all but its last token
+                           # equal); each group's first row prefills it.
+  common: int  # Leading tokens every group's prompt starts with (0: none
+               # worth sharing); prefilled once for all groups.
+
+
+def share_plan(prompts: list[list[int]], min_common: int) -> SharePlan:
+  """Groups prompts (each of 2+ tokens) that are equal but for their last
+  token, and finds the prefix all groups share if it has at least
+  `min_common` tokens. A prompt's last token is never shared: each row
+  samples its own first token after it."""
+  groups: dict[tuple[int, ...], list[int]] = {}
+  for i, p in enumerate(prompts):
+    groups.setdefault(tuple(p[:-1]), []).append(i)
+  heads = [list(key) for key in groups]
+  common = common_prefix(heads) if len(heads) > 1 else 0
+  return SharePlan(list(groups.values()),
+                   common if common >= min_common else 0)
+
+
+def common_prefix(seqs: list[list[int]]) -> int:
+  """Length of the longest prefix every sequence starts with."""
+  n = min(map(len, seqs))
+  for i in range(n):
+    if any(s[i] != seqs[0][i] for s in seqs[1:]):
+      return i
+  return n
+
+
+def plan_calls(lengths: list[int], min_bucket: int, max_rows: int,
+               call_cost: int = 32) -> list[list[int]]:
+  """Rows (indices into `lengths`) grouped into prefill calls.
+
+  A call of n rows whose longest has t tokens costs bucket(n) x
+  bucket(t) padded tokens plus `call_cost` (its fixed cost in tokens).
+  Rows sorted longest first are cut into the runs of least total cost
+  (exact, by dynamic programming): one long tool result no longer pads
+  every short row of the batch to its length.
+  """
+  order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+  n = len(order)
+  best = [0] + [None] * n  # best[j]: least cost of the first j rows.
+  cut = [0] * (n + 1)
+  for j in range(1, n + 1):
+    for i in range(j):
+      cost = (best[i] + call_cost + bucket(j - i, 1, max_rows)
+              * bucket(lengths[order[i]], min_bucket))
+      if best[j] is None or cost < best[j]:
+        best[j], cut[j] = cost, i
+  calls, j = [], n
+  while j:
+    calls.append(order[cut[j]:j])
+    j = cut[j]
+  return calls[::-1]

@@ -1,0 +1,58 @@
+"""Tests of the prefill planning: shared prompt prefixes and call groups."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mgrpo_jax.sampling.generation import bucket
+from mgrpo_jax.sampling.prefill import common_prefix, plan_calls, share_plan
+
+
+def _cost(calls, lengths, min_bucket, max_rows, call_cost=32):
+  return sum(call_cost + bucket(len(c), 1, max_rows)
+             * bucket(max(lengths[i] for i in c), min_bucket) for c in calls)
+
+
+def test_share_plan_groups_equal_prompts_and_finds_the_common_prefix():
+  system = list(range(100, 120))  # 20 tokens every prompt starts with.
+  q1, q2 = system + [1, 2, 3], system + [4, 5]
+  prompts = [q1 + [7], q2 + [8], q1 + [9], q1 + [7], [50, 51]]
+  plan = share_plan(prompts, min_common=16)
+  # Equal but for the last token: one group (its first row prefills it).
+  assert plan.groups == [[0, 2, 3], [1], [4]]
+  assert plan.common == 0  # [50, 51] shares nothing with the others.
+  plan = share_plan(prompts[:4], min_common=16)
+  assert plan.common == 20
+  assert share_plan(prompts[:4], min_common=21).common == 0
+  assert share_plan([q1 + [7], q1 + [9]], min_common=1).common == 0  # one group
+
+
+def test_common_prefix():
+  assert common_prefix([[1, 2, 3], [1, 2], [1, 2, 4]]) == 2
+  assert common_prefix([[1], [2]]) == 0
+  assert common_prefix([[1, 2], [1, 2]]) == 2
+
+
+def test_plan_calls_covers_every_row_once_and_cuts_padding():
+  lengths = [220, 20, 30, 18, 25, 200, 17, 19, 22, 21, 24, 26, 23, 20, 20, 31]
+  calls = plan_calls(lengths, 16, 32)
+  assert sorted(itertools.chain(*calls)) == list(range(len(lengths)))
+  # Two long rows no longer pad fourteen short ones to 256 tokens.
+  assert sorted(map(sorted, calls)) == [[0, 5], sorted(set(range(16)) - {0, 5})]
+  assert _cost(calls, lengths, 16, 32) < _cost([list(range(16))], lengths, 16,
+                                               32) / 3
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plan_calls_is_optimal_over_contiguous_cuts(seed):
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(1, 300, int(rng.integers(1, 9))).tolist()
+  calls = plan_calls(lengths, 16, 8)
+  order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+  best = min(
+      _cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (len(order),))],
+            lengths, 16, 8)
+      for r in range(len(order))
+      for cuts in itertools.combinations(range(1, len(order)), r))
+  assert _cost(calls, lengths, 16, 8) == best
