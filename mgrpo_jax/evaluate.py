@@ -11,7 +11,10 @@ Rolls out every question K times (`config.eval.rollouts`) with the team of
                      answers, correctness and the main agent's turns with
                      each delegated sub-agent conversation nested inside
   metrics.json       pass@1, avg@k, pass@k, format rate, sub-agent calls and
-                     tokens, overall and by level / hops (agents/report.py)
+                     tokens, overall and by level / hops (agents/report.py);
+                     with the web backend (`config.tools.backend="web"`,
+                     agents/web.py) also tools/errors/<kind> and the
+                     search, visit, cache and HTTP counts
 A progress bar counts finished rollouts. MODEL is a registered name, a
 checkpoint directory, a .gguf file (default: `config.model`), or a training
 run's Orbax checkpoints, `<run_dir>/checkpoints/main` (newest step) or
@@ -39,6 +42,8 @@ import tqdm
 from mgrpo_jax.agents import report
 from mgrpo_jax.agents.rewards import is_correct
 from mgrpo_jax.agents.team import build_team
+from mgrpo_jax.agents.tools import SearchBackend
+from mgrpo_jax.agents.web import WebBackend, WebConfig, check_tools_config
 from mgrpo_jax.data.corpus import LocalCorpus
 from mgrpo_jax.data.loading import load_corpus, load_tasks
 from mgrpo_jax.data.world import WorldConfig
@@ -151,6 +156,26 @@ def _load_models(config, checkpoint, sub_checkpoint):
   return main_model, main_tok, sub_model, sub_tok
 
 
+def _search_backend(config: ml_collections.ConfigDict, name: str, taskset,
+                    data: str, corpus: str | None) -> SearchBackend:
+  """The backend `config.tools.backend` names: "local" (BM25 over --corpus
+  or the data's own documents) or "web" (agents/web.py)."""
+  if name == "web":
+    if corpus:
+      raise ValueError(f"--corpus={corpus!r} with config.tools.backend="
+                       "'web': the web backend searches the web, not a "
+                       "corpus; drop --corpus or set "
+                       "--config.tools.backend=local.")
+    return WebBackend(WebConfig(**config.tools.web.to_dict()))
+  documents = load_corpus(corpus) if corpus else taskset.documents
+  if not documents:
+    raise ValueError(f"--data={data!r} carries no documents to search; pass "
+                     "--corpus with a JSONL corpus ({id, title, text} per "
+                     "line), or search the web with "
+                     "--config.tools.backend=web.")
+  return LocalCorpus(documents, source=str(corpus or data))
+
+
 def _output_dir(path: str | None, data: str) -> pathlib.Path:
   if path is None:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -175,6 +200,7 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   A training config is evaluated as `from_training_config` says."""
   named = _named_split(data)
   config = from_training_config(config, split=named or "validation")
+  backend_name = check_tools_config(config)
   k = config.eval.rollouts
   if not isinstance(k, int) or k < 1:
     raise ValueError(f"config.eval.rollouts={k!r}: expected a positive "
@@ -184,12 +210,7 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   taskset = load_tasks(data, split=None if named else config.eval.split,
                        format=data_format, limit=limit,
                        world=world_config(config))
-  documents = load_corpus(corpus) if corpus else taskset.documents
-  if not documents:
-    raise ValueError(f"--data={data!r} carries no documents to search; pass "
-                     "--corpus with a JSONL corpus ({id, title, text} per "
-                     "line).")
-  backend = LocalCorpus(documents, source=str(corpus or data))
+  backend = _search_backend(config, backend_name, taskset, data, corpus)
   out = _output_dir(output_dir, data)
   main_model, main_tok, sub_model, sub_tok = _load_models(
       config, checkpoint, sub_checkpoint)
@@ -219,6 +240,8 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   metrics = report.summarize(tasks, run.rollouts, run.scores)
   metrics["seconds"] = seconds
   metrics["generated_tokens_per_second"] = run.figures["tokens_per_second"]
+  if isinstance(backend, WebBackend):  # tools/errors/<kind>, tools/searches.
+    metrics.update(backend.figures())
   (out / "metrics.json").write_text(json.dumps(
       {"data": str(data), "split": config.eval.split, "rollouts": k,
        "metrics": metrics, "config": config.to_dict()}, indent=2,

@@ -7,6 +7,12 @@ one line on stderr and exit code 2.
 What it prints (runtime/logs.py): the project's lines (the world built, the
 warm start, a progress bar, one line per evaluation, a summary at the end);
 libraries' INFO logs only with --verbosity=1.
+
+One role may span several processes (hosts), its mesh over all their devices
+(runtime/distributed.py): `--distributed=auto` (Cloud TPU pod slices: JAX
+detects the rest) or `--distributed=explicit --coordinator_address=HOST:PORT
+--num_processes=N --process_id=I` joins this process to the role's JAX
+distributed system before any JAX computation, after the config checks.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from mgrpo_jax.runtime import config_checks
+from mgrpo_jax.runtime import distributed
 from mgrpo_jax.runtime import logs
 from mgrpo_jax.train import run_checks
 from mgrpo_jax import toy
@@ -33,6 +40,23 @@ _ROLE = flags.DEFINE_string(
     "Which side of an M-GRPO run this process is: 'all' (every agent, one "
     "process), 'main', or a sub-agent kind of config.agents.sub_kinds "
     "('sub', 'verifier'): one process per side, sharing config.store.")
+_DISTRIBUTED = flags.DEFINE_enum(
+    "distributed", "off", distributed.MODES,
+    "Whether this process is one of several running the role, its mesh over "
+    "all their devices (jax.distributed.initialize): 'off' (one process), "
+    "'auto' (JAX detects the coordinator and this process's id: Cloud TPU "
+    "pod slices, Slurm, Open MPI) or 'explicit' (--coordinator_address, "
+    "--num_processes, --process_id).")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None,
+    "With --distributed=explicit: host:port where process 0 of this role "
+    "serves the JAX coordinator (every process of the role gives the same).")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None,
+    "With --distributed=explicit: how many processes run this role.")
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None,
+    "With --distributed=explicit: this process's id, 0 .. num_processes-1.")
 
 
 def main(argv: list[str]) -> None:
@@ -50,8 +74,11 @@ def main(argv: list[str]) -> None:
       run_checks.check_run_config(config, _ROLE.value)
     else:
       toy.validate(config)
+    distributed.check_args(_DISTRIBUTED.value, _COORDINATOR.value,
+                           _NUM_PROCESSES.value, _PROCESS_ID.value)
   except config_checks.ConfigError as e:
     config_checks.usage_error(str(e))
+  _join_processes()
   if task == run_checks.TASK:
     _train_agents(config)
     return
@@ -59,6 +86,22 @@ def main(argv: list[str]) -> None:
   logs.say(f"done: greedy accuracy {metrics['eval/accuracy']:.3f} "
            f"(step 0: {metrics['eval/accuracy_start']:.3f}), main "
            f"reward {metrics.get('main/reward', float('nan')):.3f}")
+
+
+def _join_processes() -> None:
+  """jax.distributed.initialize as the flags ask (nothing with 'off'). An
+  error JAX raises (e.g. JAX already started) ends the run with one line,
+  exit 1; a coordinator that never answers is JAX's own abort after 300 s
+  (DEADLINE_EXCEEDED ... RegisterTask, exit 134)."""
+  try:
+    joined = distributed.initialize(_DISTRIBUTED.value, _COORDINATOR.value,
+                                    _NUM_PROCESSES.value, _PROCESS_ID.value)
+  except (RuntimeError, ValueError) as e:
+    raise SystemExit(
+        f"stopped: jax.distributed.initialize (--distributed="
+        f"{_DISTRIBUTED.value}) failed: {e}") from e
+  if joined:
+    logs.say(f"jax.distributed: {distributed.describe()}")
 
 
 def _train_agents(config) -> None:

@@ -12,6 +12,8 @@ from model_test_utils import tiny_config, tiny_tokenizer
 from mgrpo_jax import evaluate
 from mgrpo_jax.data.readers import DataError
 from mgrpo_jax.models import build, save_hf_checkpoint
+from mgrpo_jax.runtime.config_checks import ConfigError
+from web_test_utils import FakeWeb, html_page, json_reply
 
 HOTPOT = [
     {"_id": "h1", "question": "Which river flows through the city where "
@@ -120,11 +122,87 @@ def test_bad_inputs_are_named(tiny_checkpoint, hotpot_file, tmp_path):
   assert (out / "transcripts.jsonl").read_text() == "earlier run\n"
 
 
+def gaia_file(tmp_path):
+  """GAIA metadata: questions with no documents (the web has the pages)."""
+  path = tmp_path / "metadata.jsonl"
+  path.write_text(json.dumps({
+      "task_id": "g1", "Question": "Which river flows through Kelto?",
+      "Level": 1, "Final answer": "Sorn", "file_name": ""}) + "\n")
+  return str(path)
+
+
+def test_the_web_backend_end_to_end_then_replayed(tiny_checkpoint, tmp_path,
+                                                  monkeypatch):
+  """GAIA on a fake web (127.0.0.1): the seeded first turns delegate and
+  search whatever the random model writes after them; the tool result is
+  the web's, the figures count it, and a replay from the cache with the
+  web gone writes the same transcript."""
+  for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+    monkeypatch.delenv(name, raising=False)
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  monkeypatch.setenv("MGRPO_SEARCH_API_KEY", "sk-secret")
+  web = FakeWeb({"/kelto": html_page("Kelto", "The Sorn flows through "
+                                     "Kelto.")})
+  web.routes["/search"] = json_reply({"organic": [
+      {"link": web.url("/kelto"), "title": "Kelto",
+       "snippet": "The Sorn flows through Kelto."}]})
+  config = tiny_run_config()
+  config.eval.rollouts = 1
+  config.agents.temperature = 0.0
+  config.agents.main.first_turn_prefix = (
+      '<tool_call>{"name": "delegate", "arguments": {"task": "Find the '
+      'river of Kelto."}}</tool_call>')
+  config.agents.sub.first_turn_prefix = (
+      '<tool_call>{"name": "search", "arguments": {"query": "Kelto '
+      'river"}}</tool_call>')
+  config.tools.backend = "web"
+  config.tools.web.endpoint = web.url("/search")
+  config.tools.web.min_interval_s = 0.0
+  gaia = gaia_file(tmp_path)
+  with pytest.raises(ValueError, match="the web backend searches the web, "
+                     "not a corpus"):
+    evaluate.evaluate(config, data=gaia, corpus=gaia, progress=False)
+  metrics = evaluate.evaluate(config, data=gaia, checkpoint=tiny_checkpoint,
+                              output_dir=str(tmp_path / "live"),
+                              progress=False)
+  web.close()
+  assert web.hits("/search") == 1
+  [line] = read_lines(tmp_path / "live" / "transcripts.jsonl")
+  sub_first = line["transcript"]["turns"][0]["sub_agent"]["turns"][0]
+  assert sub_first["arguments"] == {"query": "Kelto river"}
+  assert f"[{web.url('/kelto')}] Kelto: The Sorn flows" in sub_first["result"]
+  assert metrics["tools/searches"] == 1 and metrics["tools/http_tries"] >= 1
+  assert metrics["tools/errors/no_key"] == 0
+  saved = json.loads((tmp_path / "live" / "metrics.json").read_text())
+  assert saved["metrics"]["tools/searches"] == 1
+  config.tools.web.replay = True
+  replayed = evaluate.evaluate(config, data=gaia, checkpoint=tiny_checkpoint,
+                               output_dir=str(tmp_path / "replay"),
+                               progress=False)
+  assert read_lines(tmp_path / "replay" / "transcripts.jsonl") == [line]
+  assert replayed["tools/cache_hits"] >= 1 and replayed["tools/http_tries"] == 0
+  for name, value in metrics.items():  # The same calls, the same failures.
+    if name.startswith(("tools/errors/", "tools/searches", "tools/visits")):
+      assert replayed[name] == value, name
+
+
+def test_bad_tools_config_stops_before_any_compute(tmp_path):
+  config = tiny_run_config()
+  config.tools.backend = "web"  # Without an endpoint.
+  with pytest.raises(ConfigError, match="config.tools.web.endpoint=''"):
+    evaluate.evaluate(config, data=str(tmp_path / "missing.jsonl"),
+                      checkpoint=str(tmp_path / "no-model"),
+                      output_dir=str(tmp_path / "out"), progress=False)
+  assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("args,line", [
     (["--config.eval.limt=2"], "error: unknown config field "
      "config.eval.limt: did you mean config.eval.limit?"),
     (["--config.eval.rollouts=0"], "error: config.eval.rollouts=0: expected "
      "a positive integer"),
+    (["--config.tools.backend=bing"], "error: config.tools.backend='bing': "
+     "expected one of ['local', 'web']"),
 ])
 def test_a_bad_command_line_is_one_line_and_exit_2(args, line, tmp_path):
   out = tmp_path / "out"

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from mgrpo_jax.agents.protocol import parse_turn, render_tool_call
-from mgrpo_jax.agents.tools import (Document, LocalCorpus, ToolRegistry,
-                                    search_and_visit, visit_text)
+from mgrpo_jax.agents.tools import (Document, LocalCorpus, ToolError,
+                                    ToolRegistry, search_and_visit,
+                                    visit_text)
 
 DOCS = [
     Document("d1", "Paris", "Paris is the capital of France. It lies on the "
@@ -83,3 +84,25 @@ def test_bad_corpora_are_named():
     LocalCorpus([Document("a", "", "x"), Document("a", "", "y")])
   with pytest.raises(ValueError, match="'search' is already registered"):
     ToolRegistry(search_and_visit(LocalCorpus(DOCS)) * 2)
+
+
+def test_a_backend_tool_error_is_the_tool_result():
+  class Failing:  # A backend whose service is down.
+    def search(self, query, k):
+      raise ToolError("Error: the search service timed out; try again.")
+
+    def fetch(self, doc_id):
+      raise ToolError(f"Error: the page {doc_id} is not text.")
+
+  registry = ToolRegistry(search_and_visit(Failing()))
+  assert registry.run("search", {"query": "x"}) == (
+      "Error: the search service timed out; try again.")
+  assert registry.run("visit", {"page": "u", "goal": "g"}) == (
+      "Error: the page u is not text.")
+
+  class Broken(Failing):  # Any other exception is a bug: it is not hidden.
+    def search(self, query, k):
+      raise KeyError(query)
+
+  with pytest.raises(KeyError):
+    ToolRegistry(search_and_visit(Broken())).run("search", {"query": "x"})

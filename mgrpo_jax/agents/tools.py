@@ -4,10 +4,12 @@
   visit(page, goal)   the page's text cut to a budget, the passages that share
                       the most words with `goal` first.
 
-`SearchBackend` is the interface a real web-search backend implements (search
-and fetch); `LocalCorpus` is the offline one. A tool never raises on what an
-agent wrote: a bad page id or an empty query comes back as text the agent
-reads. Bad corpora (empty, duplicate ids) raise when the corpus is built.
+`SearchBackend` is the interface a search backend implements (search and
+fetch); `LocalCorpus` is the offline one, `agents.web.WebBackend` the live
+one. A tool never raises on what an agent wrote: a bad page id or an empty
+query comes back as text the agent reads, and so does a `ToolError` a backend
+raises (a service that timed out, a binary page). Bad corpora (empty,
+duplicate ids) raise when the corpus is built.
 """
 
 from __future__ import annotations
@@ -20,11 +22,18 @@ from mgrpo_jax.agents.protocol import ToolSpec
 from mgrpo_jax.data.corpus import Document, LocalCorpus, SearchHit, words
 
 __all__ = ["Document", "LocalCorpus", "SearchBackend", "SearchHit", "Tool",
-           "ToolRegistry", "search_and_visit", "visit_text"]
+           "ToolError", "ToolRegistry", "search_and_visit", "visit_text"]
+
+
+class ToolError(Exception):
+  """A backend failure the agent should read rather than crash on (a web
+  service timed out, a page is binary): `search_and_visit`'s tools return
+  `str(error)`, a whole sentence starting "Error: ", as the tool result."""
 
 
 class SearchBackend(Protocol):
-  """What `search` and `visit` need: implement it for a live web backend."""
+  """What `search` and `visit` need: implement it for a live web backend.
+  Both may raise `ToolError`; its message becomes the tool result."""
 
   def search(self, query: str, k: int) -> list[SearchHit]:
     """The k best pages for `query`, best first (fewer if fewer match)."""
@@ -94,15 +103,21 @@ def search_and_visit(backend: SearchBackend, *, default_k: int = 5,
   hit's snippet is cut to `snippet_chars` (None: as the backend gives it)."""
 
   def search(arguments: Mapping[str, Any]) -> str:
-    hits = backend.search(arguments["query"],
-                          int(arguments.get("k", default_k)))
+    try:
+      hits = backend.search(arguments["query"],
+                            int(arguments.get("k", default_k)))
+    except ToolError as e:
+      return str(e)
     if not hits:
       return "No results. Try other words."
     return "\n".join(f"[{h.doc_id}] {h.title}: {h.snippet[:snippet_chars]}"
                      for h in hits)
 
   def visit(arguments: Mapping[str, Any]) -> str:
-    doc = backend.fetch(arguments["page"])
+    try:
+      doc = backend.fetch(arguments["page"])
+    except ToolError as e:
+      return str(e)
     if doc is None:
       return (f"Error: no page {arguments['page']!r}; use an id in brackets "
               "from a search result.")

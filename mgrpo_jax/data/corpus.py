@@ -8,10 +8,9 @@ corpora (empty, duplicate ids) raise when the corpus is built.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from typing import Sequence
-
-import bm25s
 
 _WORD = re.compile(r"\w+")
 _STOPWORDS = frozenset(
@@ -34,6 +33,19 @@ class SearchHit:
   title: str
   snippet: str
   score: float
+
+
+def _bm25s():
+  """The bm25s module, imported on first use, not with this module: its
+  import runs a JAX computation (bm25s/selection.py), which would start
+  JAX's backend before `jax.distributed.initialize` (runtime/distributed.py)
+  could run. Its import also sets its logger to DEBUG; the logger keeps the
+  level it had (runtime/logs.py sets it)."""
+  logger = logging.getLogger("bm25s")
+  level = logger.level
+  import bm25s  # pylint: disable=g-import-not-at-top
+  logger.setLevel(level)
+  return bm25s
 
 
 def words(text: str) -> list[str]:
@@ -59,7 +71,7 @@ class LocalCorpus:
     self.documents = list(documents)
     self._by_id = {d.doc_id: d for d in self.documents}
     self.snippet_chars = snippet_chars
-    self._index = bm25s.BM25()
+    self._index = _bm25s().BM25()
     self._index.index(
         [words(f"{d.title} {d.text}") or ["<empty>"] for d in self.documents],
         show_progress=False)

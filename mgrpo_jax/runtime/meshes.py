@@ -21,6 +21,14 @@ way. On a machine with too few devices (a laptop CPU, one GPU, Colab) set
 device and explicit ids may overlap, so agents share devices. Sharing is
 never turned on silently: without it, too few devices is an error.
 
+When one role runs as several processes (`runtime/distributed.py`),
+`jax.devices()` lists the devices of all of them, and every process builds
+and computes on every mesh of its role: so each agent's mesh must hold
+devices of every process. A mesh left to one process's devices (e.g. main
+and sub on disjoint slices of a two-process `--role=all`), or asking for
+more devices than the processes have together, is refused, naming the
+processes.
+
 Every problem is a `ConfigError` raised before any compute, naming the field,
 its value and what was expected.
 """
@@ -131,12 +139,34 @@ def _agents(mesh_config: ml_collections.ConfigDict, field: str) -> list[str]:
   return sorted(names, key=lambda n: (n != "main", n))
 
 
-def _more_devices_hint(needed: int, available: int, share_field: str = ""
-                       ) -> str:
-  hint = (f"only {available} device(s) exist. On CPU, get {needed} with "
-          f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} or "
-          f"jax.config.update('jax_num_cpu_devices', {needed}), set before "
-          "JAX starts")
+def _process(device: Any) -> int:
+  """The JAX process that owns `device` (0 in a one-process run)."""
+  return int(getattr(device, "process_index", 0))
+
+
+def _processes(devices: Sequence[Any]) -> list[int]:
+  return sorted({_process(d) for d in devices})
+
+
+def _more_devices_hint(needed: int, devices: Sequence[Any],
+                       share_field: str = "") -> str:
+  processes = _processes(devices)
+  if len(processes) > 1:
+    here = sum(_process(d) == jax.process_index() for d in devices)
+    hint = (f"only {len(devices)} device(s) exist across the "
+            f"{len(processes)} processes of this role's jax.distributed "
+            f"system ({here} of them in this process, process "
+            f"{jax.process_index()}); a "
+            "role's meshes span only the devices of the processes that "
+            "joined it: start more processes (--num_processes) or give the "
+            "agents fewer devices")
+  else:
+    hint = (f"only {len(devices)} device(s) exist. On CPU, get {needed} with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} or "
+            f"jax.config.update('jax_num_cpu_devices', {needed}), set before "
+            "JAX starts; another host's devices join only when this role's "
+            "processes form one jax.distributed system (mgrpo_jax.main "
+            "--distributed)")
   if share_field:
     hint += f"; or set config.{share_field}=True to let agents share devices"
   return hint
@@ -188,7 +218,7 @@ def agent_meshes(mesh_config: ml_collections.ConfigDict,
     if count > len(devices):
       _fail(f"{base}.devices", count,
             f"at most {len(devices)}, but "
-            f"{_more_devices_hint(count, len(devices))}")
+            f"{_more_devices_hint(count, devices)}")
     sizes = parse_shape(section.get("shape"), count, f"{base}.shape")
     ids = section.get("device_ids")
     if ids is not None:
@@ -202,7 +232,9 @@ def agent_meshes(mesh_config: ml_collections.ConfigDict,
       if unknown:
         _fail(f"{base}.device_ids", tuple(ids),
               f"ids of existing devices {sorted(by_id)}; {unknown} do not "
-              "exist")
+              f"exist (jax.devices() of {len(_processes(devices))} "
+              "process(es): another host's devices are listed only when "
+              "this role's processes form one jax.distributed system)")
     plans[name] = (count, sizes, ids)
 
   if not share:
@@ -221,20 +253,44 @@ def agent_meshes(mesh_config: ml_collections.ConfigDict,
       raise ConfigError(
           f"config.{field}: {asked} requests {total} devices in all: expected "
           f"at most {len(devices)} for disjoint agent meshes, but "
-          f"{_more_devices_hint(total, len(devices), f'{field}.{SHARE}')}.")
+          f"{_more_devices_hint(total, devices, f'{field}.{SHARE}')}.")
 
-  meshes = {}
+  chosen = {}
   explicit = {i for _, _, ids in plans.values() for i in ids or ()}
   free = [d for d in devices if d.id not in explicit]  # For disjoint slices.
-  for name, (count, sizes, ids) in plans.items():
+  for name, (count, _, ids) in plans.items():
     if ids is not None:
-      chosen = [by_id[i] for i in ids]
+      chosen[name] = [by_id[i] for i in ids]
     elif share:
-      chosen = devices[:count]
+      chosen[name] = devices[:count]
     else:
-      chosen, free = free[:count], free[count:]
-    meshes[name] = _make_mesh(chosen, sizes)
-  return meshes
+      chosen[name], free = free[:count], free[count:]
+    _check_processes(chosen[name], devices, f"{field}.{name}")
+  return {name: _make_mesh(chosen[name], sizes)
+          for name, (_, sizes, _) in plans.items()}
+
+
+def _check_processes(chosen: Sequence[Any], devices: Sequence[Any],
+                     field: str) -> None:
+  """A ConfigError when the mesh of `field` leaves out some process: every
+  process of a multi-process role computes on every mesh it builds (each
+  process finds the same answer, so all of them stop)."""
+  processes = _processes(devices)
+  held = _processes(chosen)
+  left_out = [p for p in processes if p not in held]
+  if not left_out:
+    return
+  counts = ", ".join(f"{p}: {sum(_process(d) == p for d in devices)}"
+                     for p in processes)
+  raise ConfigError(
+      f"config.{field}: its mesh's devices {sorted(d.id for d in chosen)} "
+      f"belong to process(es) {held} only; expected devices of every "
+      f"process of this role's jax.distributed system (devices per "
+      f"process: {counts}), "
+      f"but process(es) {left_out} hold none of them and could not take "
+      f"part in its computations: give config.{field}.devices (or "
+      "device_ids) devices of every process, or run this agent as its own "
+      "role (--role) with its own processes.")
 
 
 def describe(meshes: Mapping[str, Mesh]) -> str:

@@ -20,6 +20,7 @@ from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
 from mgrpo_jax.runtime import checkpoints, meshes
 from mgrpo_jax.runtime import store as store_lib
+from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.train import batches
 from mgrpo_jax.train.data import load_data
 from mgrpo_jax.train.evaluator import evaluate, prefixed, roll_out, weights_of
@@ -85,6 +86,24 @@ def d_max_of(config, kind: str) -> int:
   return config.align.d_max if kind == "sub" else config.align[f"{kind}_d_max"]
 
 
+def _one_process(role: str) -> None:
+  """A ConfigError when this role runs as several processes (one JAX
+  distributed system, runtime/distributed.py): the learner trains one mesh
+  over them (tests/distributed_test.py), this process's host-side steps do
+  not yet, and would fail after the warm start (found on CPU with two
+  processes: Orbax's barrier of two agents' concurrent checkpoints, a
+  weight checksum reading arrays other processes hold)."""
+  if jax.process_count() == 1:
+    return
+  raise ConfigError(
+      f"--role={role} runs as process {jax.process_index()} of "
+      f"{jax.process_count()} (--distributed): the trainer runs each role "
+      "as one process so far (its checksums, checkpoints, store records "
+      "and metrics are written by one process); run one process per role, "
+      "e.g. launch/tpu_multihost.sh with DISTRIBUTED=off on one host per "
+      "role.")
+
+
 def _named(kind: str, metric: str) -> str:
   """A sub-agent kind's name of a per-kind metric: the "sub" kind keeps the
   names runs have always logged ("align/valid_slots",
@@ -115,6 +134,7 @@ class Side:
     mesh_config = ml_collections.ConfigDict(
         {k: config.mesh[k] for k in ["share", *built]})
     self.meshes = meshes.agent_meshes(mesh_config)
+    _one_process(role)
     run_dir = absolute(config.run_dir)
     # Every weight version is kept until a checkpoint makes it unneeded
     # (`prune_weights` after each save).

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One GPU host: the main agent and the sub-agent(s) in one process
+# (--role=all). On one GPU the agents share it (config.mesh.share=True, the
+# configs' default); on several, give each agent its own GPUs:
+#
+#   CONFIG=configs/smollm2.py RUN_DIR=runs/smollm2-gpu bash launch/gpu.sh \
+#       [--config.mesh.share=False --config.mesh.main.devices=1 \
+#        --config.mesh.sub.devices=1] [--config.FIELD=VALUE ...]
+#
+# Required: CONFIG   the config file (a relative path is taken from the
+#                    directory you run this from)
+#           RUN_DIR  metrics (RUN_DIR/all), checkpoints, and the store
+# Optional: STORE_ROOT  the store (default RUN_DIR/store; gs://... allowed)
+#           EXTRAS      setup.py extras installed (default "gpu":
+#                       jax[cuda12]); EXTRAS=test on a machine without GPUs
+#           CUDA_VISIBLE_DEVICES  which GPUs the process sees
+#           JAX_PLATFORMS  JAX's choice of devices (e.g. cpu); unset: the
+#                       GPU where the CUDA plugin finds one, else the CPU
+# Arguments go to python -m mgrpo_jax.main. Prints the command it runs, then
+# the run's own lines (README "Launching").
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+require_vars "CONFIG|the config file, e.g. configs/smollm2.py" \
+             "RUN_DIR|the run's directory (metrics, checkpoints, store)"
+args=(--config "$(absolute "$CONFIG")" --role=all
+      "--config.run_dir=$(absolute "$RUN_DIR")")
+if [[ -n "${STORE_ROOT:-}" ]]; then
+  args+=("--config.store.root=$(absolute "$STORE_ROOT")")
+fi
+EXTRAS="${EXTRAS-gpu}"
+# shellcheck source=env.sh
+source "$here/env.sh"
+echo "[mgrpo_jax] gpu: python -m mgrpo_jax.main ${args[*]} $*" >&2
+exec python -m mgrpo_jax.main "${args[@]}" "$@"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Multi-host TPU: one role of a run (ROLE=main, or a sub-agent kind such as
+# sub) on the host(s) of its own TPU slice or host group; the roles meet only
+# through the store, a gs:// bucket both reach. Run it on every host of every
+# role, e.g. with two slices "main-tpu" and "sub-tpu":
+#
+#   gcloud compute tpus tpu-vm ssh main-tpu --worker=all --command="cd mgrpo_jax &&
+#     ROLE=main DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=runs/x
+#     STORE_ROOT=gs://BUCKET/x/store bash launch/tpu_multihost.sh"
+#   (the same on sub-tpu with ROLE=sub)
+#
+# Required: ROLE        main, or a kind of config.agents.sub_kinds (sub, ...)
+#           CONFIG      the config file, the same on every host
+#           RUN_DIR     this role's metrics (RUN_DIR/ROLE) and checkpoints
+#           STORE_ROOT  the store shared by the roles: gs://BUCKET/PREFIX (a
+#                       directory works only on a filesystem all hosts share)
+#           DISTRIBUTED how this role's processes find each other
+#                       (jax.distributed.initialize, once per role):
+#             off       one process (one host) runs the role
+#             auto      JAX detects the coordinator, the number of processes
+#                       and this one's id (a whole TPU slice per role)
+#             explicit  from COORDINATOR_ADDRESS (host:port of this role's
+#                       process 0), NUM_PROCESSES and PROCESS_ID (0..N-1),
+#                       then all three required (host groups JAX cannot
+#                       detect, or processes on one machine)
+# Optional: EXTRAS      setup.py extras installed (default "tpu": jax[tpu]);
+#                       EXTRAS=test on a machine without TPUs
+#           JAX_PLATFORMS  JAX's choice of devices (e.g. cpu)
+# Arguments go to python -m mgrpo_jax.main (e.g. --config.mesh.main.devices=8).
+# Prints the command it runs, then the run's own lines (README "Launching").
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+required=("ROLE|main, or a sub-agent kind such as sub"
+          "CONFIG|the config file, e.g. configs/smollm2.py"
+          "RUN_DIR|this role's metrics and checkpoints directory"
+          "STORE_ROOT|the store both roles share, gs://BUCKET/PREFIX"
+          "DISTRIBUTED|off (one process per role), auto (TPU slice) or explicit")
+if [[ "${DISTRIBUTED:-}" == explicit ]]; then
+  required+=("COORDINATOR_ADDRESS|host:port of process 0 of this role"
+             "NUM_PROCESSES|how many processes run this role"
+             "PROCESS_ID|this process's id, 0 .. NUM_PROCESSES-1")
+fi
+require_vars "${required[@]}"
+case "$DISTRIBUTED" in
+  off | auto) distributed=("--distributed=$DISTRIBUTED") ;;
+  explicit) distributed=(--distributed=explicit
+                         "--coordinator_address=$COORDINATOR_ADDRESS"
+                         "--num_processes=$NUM_PROCESSES"
+                         "--process_id=$PROCESS_ID") ;;
+  *) echo "error: DISTRIBUTED=$DISTRIBUTED: expected off, auto or explicit;" \
+          "$(basename "$0") started nothing." >&2
+     exit 2 ;;
+esac
+if [[ "$STORE_ROOT" != gs://* ]]; then
+  echo "[mgrpo_jax] tpu_multihost: STORE_ROOT=$STORE_ROOT is not gs://: every" \
+       "host of every role must see this directory" >&2
+fi
+args=(--config "$(absolute "$CONFIG")" "--role=$ROLE" "${distributed[@]}"
+      "--config.run_dir=$(absolute "$RUN_DIR")"
+      "--config.store.root=$(absolute "$STORE_ROOT")")
+EXTRAS="${EXTRAS-tpu}"
+# shellcheck source=env.sh
+source "$here/env.sh"
+echo "[mgrpo_jax] tpu_multihost: python -m mgrpo_jax.main ${args[*]} $*" >&2
+exec python -m mgrpo_jax.main "${args[@]}" "$@"
