@@ -31,3 +31,25 @@ absolute() {
     *) printf '%s\n' "$PWD/$1" ;;
   esac
 }
+
+# run_all_roles NAME DEFAULT_EXTRAS [ARG...]: every agent in this one
+# process (--role=all) with CONFIG, RUN_DIR and optional STORE_ROOT from the
+# environment; the body of tpu_vm.sh and gpu.sh. Installs $EXTRAS (default
+# DEFAULT_EXTRAS) through env.sh, prints the command, then replaces this
+# shell with python -m mgrpo_jax.main ARG...
+run_all_roles() {
+  local name="$1" default_extras="$2"
+  shift 2
+  require_vars "CONFIG|the config file, e.g. configs/smollm2.py" \
+               "RUN_DIR|the run's directory (metrics, checkpoints, store)"
+  local args=(--config "$(absolute "$CONFIG")" --role=all
+              "--config.run_dir=$(absolute "$RUN_DIR")")
+  if [[ -n "${STORE_ROOT:-}" ]]; then
+    args+=("--config.store.root=$(absolute "$STORE_ROOT")")
+  fi
+  EXTRAS="${EXTRAS-$default_extras}"
+  # shellcheck source=env.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+  echo "[mgrpo_jax] $name: python -m mgrpo_jax.main ${args[*]} $*" >&2
+  exec python -m mgrpo_jax.main "${args[@]}" "$@"
+}

@@ -21,15 +21,4 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$here/lib.sh"
-require_vars "CONFIG|the config file, e.g. configs/smollm2.py" \
-             "RUN_DIR|the run's directory (metrics, checkpoints, store)"
-args=(--config "$(absolute "$CONFIG")" --role=all
-      "--config.run_dir=$(absolute "$RUN_DIR")")
-if [[ -n "${STORE_ROOT:-}" ]]; then
-  args+=("--config.store.root=$(absolute "$STORE_ROOT")")
-fi
-EXTRAS="${EXTRAS-tpu}"
-# shellcheck source=env.sh
-source "$here/env.sh"
-echo "[mgrpo_jax] tpu_vm: python -m mgrpo_jax.main ${args[*]} $*" >&2
-exec python -m mgrpo_jax.main "${args[@]}" "$@"
+run_all_roles tpu_vm tpu "$@"
