@@ -2,7 +2,7 @@
 
 Tabular agents (mgrpo_jax/toy/) trained with the full M-GRPO step
 in about a minute on a CPU: a check of the core math end to end, and the
-Colab quickstart's training run. Every field can be overridden on the
+toy-task notebook's training run (colabs/toy_task.ipynb). Every field can be overridden on the
 command line, e.g. `--config.train.steps=50`.
 """
 
