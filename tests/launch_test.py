@@ -147,16 +147,17 @@ def _steps(metrics_dir: pathlib.Path, key: str) -> dict[int, dict]:
 # CPU devices, each agent on 4 of its own), gpu.sh as on one GPU (the agents
 # share one CPU device, the configs' default).
 ONE_HOST = [
-    ("tpu_vm.sh", {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
-     ["--config.mesh.share=False", "--config.mesh.main.devices=4",
-      "--config.mesh.sub.devices=4"]),
-    ("gpu.sh", {}, []),
+    # About a minute on 2 cores (8 devices): in the slow run only.
+    pytest.param(
+        "tpu_vm.sh", {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
+        ["--config.mesh.share=False", "--config.mesh.main.devices=4",
+         "--config.mesh.sub.devices=4"], marks=pytest.mark.slow, id="tpu_vm"),
+    pytest.param("gpu.sh", {}, [], id="gpu"),
 ]
 
 
 @needs_venv
-@pytest.mark.parametrize("script,variables,mesh", ONE_HOST,
-                         ids=[s for s, _, _ in ONE_HOST])
+@pytest.mark.parametrize("script,variables,mesh", ONE_HOST)
 def test_one_host_scripts_run_a_tiny_step_on_cpu(script, variables, mesh,
                                                  cache, tmp_path):
   """JAX_PLATFORMS=cpu and EXTRAS=test (no jax[tpu] / jax[cuda12]): both
@@ -281,7 +282,10 @@ def test_two_processes_stops_both_on_ctrl_c(cache, tmp_path):
   proc = subprocess.Popen(
       ["bash", str(LAUNCH / "two_processes.sh")], cwd=tmp_path,
       env=_local_env(cache, CONFIG=str(config), RUN_DIR="run"),
-      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+      # As from a terminal: a test run started in the background (`cmd &`,
+      # nohup) hands its children SIGINT ignored, which bash cannot trap.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   lines = []
   try:
     while len(_pids("".join(lines))) < 2:
