@@ -97,6 +97,11 @@ def test_metrics_doc_names_every_logged_metric():
 
 
 def test_progress_lines_every_n_steps_without_a_terminal():
+  # ipykernel imported (the notebook tests do) is not a notebook.
+  try:
+    import ipykernel  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    pass
   out = io.StringIO()
   with ProgressBar(9, start_step=2, log_every=4, file=out) as bar:
     assert bar.mode == "lines"

@@ -336,7 +336,12 @@ def eval_line(step: int, metrics: Mapping[str, Any]) -> str:
 
 
 def _in_notebook() -> bool:
-  return "google.colab" in sys.modules or "ipykernel" in sys.modules
+  """Running in a Jupyter / Colab kernel: an IPython shell with a kernel, not
+  merely ipykernel imported (a test process that ran a notebook imports it)."""
+  get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+  shell = get_ipython() if get_ipython else None
+  return "google.colab" in sys.modules or getattr(shell, "kernel",
+                                                   None) is not None
 
 
 def _format_value(value: Any) -> str:
