@@ -98,8 +98,11 @@ def test_sft_on_a_data_parallel_mesh_equals_one_device():
   a, b = got.step(batch), want.step(batch)
   for key in ("loss", "accuracy", "grad_norm", "tokens"):
     assert a[key] == pytest.approx(b[key], rel=1e-5)
+  # Adam's first step is lr * g / (|g| + eps): a weight whose gradient is
+  # near 0 moves by anything up to lr when g's last bits differ (a 4-way
+  # sum vs one), so weights are compared to a tenth of the step.
   for x, y in zip(jax.tree.leaves(got.params), jax.tree.leaves(want.params)):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-4)
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-3)
 
 
 def test_batches_visit_every_item_once_per_epoch():

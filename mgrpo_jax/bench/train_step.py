@@ -7,6 +7,7 @@ over a [B, T] batch and the gradient of every parameter. Used by
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Any, Callable
@@ -15,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
+from mgrpo_jax.runtime.xla_options import training_options
 
 
 def _timed(fn: Callable[[], Any], repeats: int) -> list[float]:
@@ -31,7 +34,7 @@ def jax_train_step_seconds(model, tokens_BxT: np.ndarray, repeats: int = 5
   """Median seconds of a jitted value_and_grad step (compile excluded)."""
   graphdef, state = nnx.split(model)
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=training_options())
   def step(state, tokens):
     def loss_fn(state):
       logits = nnx.merge(graphdef, state)(tokens[:, :-1])

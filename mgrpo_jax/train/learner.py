@@ -43,6 +43,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mgrpo_jax.core import losses
+from mgrpo_jax.runtime.xla_options import training_options
 from mgrpo_jax.train import update
 from mgrpo_jax.train.packing import Batch
 
@@ -134,7 +135,8 @@ class Learner:
     update.check_micro_batch(config.micro_batch, mesh,
                       f"learner.{name}.micro_batch")
     self._logp = jax.jit(self._logp_all_fn)
-    self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
+    self._update = jax.jit(self._update_fn, donate_argnums=(0, 1),
+                           compiler_options=training_options())
 
   def _init_opt_state(self):
     """Optimizer state next to the parameters: Adam's moments take each

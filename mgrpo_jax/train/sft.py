@@ -29,6 +29,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from mgrpo_jax.agents.trajectory import Trajectory
+from mgrpo_jax.runtime.xla_options import training_options
 from mgrpo_jax.train import update
 from mgrpo_jax.train.learner import LearnerConfig, make_optimizer
 from mgrpo_jax.train.packing import Batch, pack
@@ -97,7 +98,8 @@ class SFTTrainer:
       self.traces += 1
       return sft_step(self.graphdef, self.optimizer, *args)
 
-    self._step = jax.jit(step, donate_argnums=(0, 1))
+    self._step = jax.jit(step, donate_argnums=(0, 1),
+                         compiler_options=training_options())
 
   def batch(self, trajectories: Sequence[Trajectory]) -> Batch:
     """The trajectories packed (advantage 1, unused by SFT)."""
