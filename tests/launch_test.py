@@ -152,7 +152,8 @@ ONE_HOST = [
         "tpu_vm.sh", {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
         ["--config.mesh.share=False", "--config.mesh.main.devices=4",
          "--config.mesh.sub.devices=4"], marks=pytest.mark.slow, id="tpu_vm"),
-    pytest.param("gpu.sh", {}, [], id="gpu"),
+    # About half a minute: in the slow run too (the default run's time).
+    pytest.param("gpu.sh", {}, [], marks=pytest.mark.slow, id="gpu"),
 ]
 
 
@@ -179,6 +180,7 @@ def test_one_host_scripts_run_a_tiny_step_on_cpu(script, variables, mesh,
 
 
 @needs_venv
+@pytest.mark.slow  # About half a minute (two processes compiling).
 def test_tpu_multihost_runs_each_role_as_its_own_distributed_system(
     cache, tmp_path):
   """Its local form: ROLE=main and ROLE=sub as two invocations, each role a

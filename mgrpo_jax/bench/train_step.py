@@ -1,7 +1,8 @@
 """One training step (forward + backward) of ours and of PyTorch's.
 
 Both run the same weights in float32 on the CPU: a next-token cross-entropy
-over a [B, T] batch and the gradient of every parameter. Used by
+over a [B, T] batch and the gradient of every parameter, ours compiled
+with the learner's options (runtime/xla_options.py). Used by
 `mgrpo_jax.bench.speed`; torch is a benchmark-only dependency.
 """
 
