@@ -60,6 +60,21 @@ def scatter_window(cache: KVCache, rows_B: jax.Array,
   return KVCache(put(cache.k, win.k), put(cache.v, win.v))
 
 
+def scatter_window_by_layer(cache: KVCache, rows_B: jax.Array,
+                            win: forward.Window) -> KVCache:
+  """As `scatter_window`, one scatter per layer (no stacked copy of the
+  window). Faster in decode (the batch-32, 512-slot decode calls of
+  bench/rollouts: 9.8-10.2 s against 12.9 s) but far slower in prefill,
+  where XLA then copied the whole cache (a 1 x 256-token prefill 1.8 s), so
+  only decode uses it."""
+  w = win.k[0].shape[2]
+  def put(x, layers):
+    for i, y in enumerate(layers):
+      x = x.at[i, rows_B, :, :w].set(y, mode="drop")
+    return x
+  return KVCache(put(cache.k, win.k), put(cache.v, win.v))
+
+
 def prefill(config: ModelConfig, dtype, window: int,
             weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
             tokens_BxT: jax.Array,
@@ -153,5 +168,5 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
   carry = (jnp.int32(0), win, tokens_BxN, logprobs_BxN, last_B, position_B,
            count_B, done_B)
   _, win, toks, lps, _, _, count_B, done_B = lax.while_loop(cond, body, carry)
-  return (scatter_window(cache, rows_B, win),
+  return (scatter_window_by_layer(cache, rows_B, win),
           DecodeOut(toks, lps, count_B, done_B))
