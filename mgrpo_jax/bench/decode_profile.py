@@ -54,7 +54,7 @@ def main(argv):
   del argv
   c, b, w = SMOLLM2, _BATCH.value, _WINDOW.value
   weights = jax.jit(forward.split_weights)(init_model(c))
-  zeros = tuple(jnp.zeros((b, w, c.num_kv_heads, c.head_dim))
+  zeros = tuple(jnp.zeros((b, c.num_kv_heads, w, c.head_dim))
                 for _ in range(c.num_layers))
   window = forward.Window(zeros, zeros)
   tokens, positions = jnp.ones((b, 1), jnp.int32), jnp.full((b, 1), w // 2)

@@ -36,14 +36,6 @@ class Sampling(NamedTuple):
   stop_ids_K: jax.Array
 
 
-def bucket(n: int, minimum: int, maximum: int | None = None) -> int:
-  """The smallest power of two >= max(n, minimum), capped at `maximum`."""
-  size = max(int(minimum), 1)
-  while size < n:
-    size *= 2
-  return size if maximum is None else min(size, maximum)
-
-
 def gather_window(cache: KVCache, rows_B: jax.Array,
                   window: int) -> forward.Window:
   """Rows `rows_B` and slots [0, window) of the cache, per layer."""

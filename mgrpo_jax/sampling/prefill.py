@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mgrpo_jax.sampling.generation import bucket
+from mgrpo_jax.runtime.buckets import bucket
 
 
 class SharePlan(NamedTuple):

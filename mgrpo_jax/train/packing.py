@@ -10,6 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
+from mgrpo_jax.runtime.buckets import bucket
+
 
 @dataclasses.dataclass
 class Batch:
@@ -23,17 +25,6 @@ class Batch:
   version_N: np.ndarray  # int32: weight version that sampled the row.
   num_sequences: int  # Real (unpadded, valid) sequences.
   num_rows: int  # Trajectories given to `pack` (valid or not): B of Dr. GRPO.
-
-
-def _bucket(n: int, minimum: int, maximum: int) -> int:
-  """The smallest of minimum * (1, 1.5, 2, 3, 4, 6, 8, ...) >= n, capped at
-  maximum: at most ~2 compilations per doubling, and no row padded to more
-  than 1.5x its length (a power-of-two ladder pads 513 ids to 1024)."""
-  size = minimum
-  while size < n:
-    half_step = size * 3 // 2
-    size = half_step if half_step >= n and half_step > size else size * 2
-  return min(size, maximum)
 
 
 def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
@@ -60,7 +51,7 @@ def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
                      "trajectories.")
   valid = [True] * n if valid is None else list(valid)
   longest = max(len(t) for t in tokens) - 1
-  t = _bucket(max(longest, 1), min_len, max_len)
+  t = bucket(max(longest, 1), min_len, max_len)
   rows = -(-n // micro_batch) * micro_batch
   inputs = np.zeros((rows, t), np.int32)
   targets = np.zeros((rows, t), np.int32)
