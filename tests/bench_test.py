@@ -40,3 +40,19 @@ def test_an_unavailable_tunix_leaves_its_column_a_reason(monkeypatch):
   monkeypatch.setattr(tunix_sampler, "load", lambda hf_dir: 1 / 0)
   handle, why = speed.tunix_peer(None, None, 100, np.random.default_rng(0))
   assert handle is None and why.startswith("Tunix failed: ZeroDivisionError")
+
+
+def test_decode_profile_times_every_part_of_a_step():
+  """The README's decode profile runs on the engine's current window layout
+  (it crashed once the cache went heads-first)."""
+  from mgrpo_jax.bench import decode_profile
+  config = ModelConfig(family="llama", vocab_size=64, hidden_size=32,
+                       intermediate_size=48, num_layers=2, num_heads=4,
+                       num_kv_heads=2, head_dim=8, rope_theta=1e4,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True)
+  rows = decode_profile.profile(config, 3, 16, repeats=1)
+  assert [name.strip().split(":")[0] for name, _ in rows] == [
+      "decode step", "layer matmuls alone, float32",
+      "layer matmuls alone, bfloat16 weights", "vocabulary projection",
+      "token sampling (temperature 1)"]
+  assert all(ms > 0 for _, ms in rows)
