@@ -82,6 +82,25 @@ def test_micro_batches_give_the_same_update_as_one_batch():
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
 
 
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean",
+                                         "sequence_sum_norm"])
+def test_denominator_is_the_trajectories_not_the_padded_rows(aggregation):
+  """The loss divides by the aggregation's denominator over the packed
+  trajectories (computed inside the jitted update): a padding row changes
+  nothing, and Dr. GRPO's B is the 3 trajectories, not the 4 rows."""
+  tokens, masks = trajectories(3)
+  adv = np.array([1.0, -0.5, 0.25])
+  batch = pack(tokens, masks, adv, micro_batch=2, min_len=8, max_len=64)
+  assert batch.inputs_NxT.shape[0] == 4 and batch.num_rows == 3
+  metrics = _learner(2, aggregation=aggregation).step(batch)
+  # First update: ratio 1, so each generated token's loss is -A.
+  count = batch.mask_NxT[:3].sum(1)
+  want = {"token_mean": -(adv * count).sum() / count.sum(),
+          "sequence_mean": -adv.mean(),
+          "sequence_sum_norm": -(adv * count).sum() / (3 * 64)}[aggregation]
+  assert metrics["loss"] == pytest.approx(want, rel=1e-5)
+
+
 def test_compilations_stay_constant_across_steps():
   learner = _learner(2, inner_epochs=2)
   for step in range(3):

@@ -31,13 +31,13 @@ _FN = "clipped_policy_loss"
 
 
 @LOSS_AGGREGATIONS.register("token_mean")
-def _token_mean(loss_BxT, mask_BxT, max_len=None):
+def _token_mean(loss_BxT, mask_BxT, max_len=None, rows=None):
   """Sum over all masked tokens / their count (DAPO)."""
   return jnp.sum(loss_BxT * mask_BxT), jnp.sum(mask_BxT)
 
 
 @LOSS_AGGREGATIONS.register("sequence_mean")
-def _sequence_mean(loss_BxT, mask_BxT, max_len=None):
+def _sequence_mean(loss_BxT, mask_BxT, max_len=None, rows=None):
   """Mean over sequences of each sequence's token mean (GRPO).
 
   Sequences without a masked token take no part (they neither add 0 nor count).
@@ -48,13 +48,15 @@ def _sequence_mean(loss_BxT, mask_BxT, max_len=None):
 
 
 @LOSS_AGGREGATIONS.register("sequence_sum_norm")
-def _sequence_sum_norm(loss_BxT, mask_BxT, max_len=None):
+def _sequence_sum_norm(loss_BxT, mask_BxT, max_len=None, rows=None):
   """Sum over masked tokens / (B * max_len): a constant normaliser (Dr.
   GRPO). `max_len` is the configured longest sequence, so the denominator
-  does not follow the step's padded length; without it, the array's T."""
+  does not follow the step's padded length; without it, the array's T.
+  `rows` (may be traced) is B when padding rows follow the trajectories;
+  without it, the array's B."""
   t = loss_BxT.shape[1] if max_len is None else max_len
-  return jnp.sum(loss_BxT * mask_BxT), jnp.asarray(
-      loss_BxT.shape[0] * t, jnp.float32)
+  b = loss_BxT.shape[0] if rows is None else rows
+  return jnp.sum(loss_BxT * mask_BxT), jnp.asarray(b, jnp.float32) * t
 
 
 def policy_loss_terms(

@@ -56,8 +56,11 @@ class Registry:
 # dev_N = reward - group mean. Filled by core/advantages.py.
 ADVANTAGE_SCALES = Registry("advantage scale")
 
-# Loss aggregations: fn(loss_BxT, mask_BxT) -> (total, denominator); the loss
-# is total / denominator. Filled by core/losses.py.
+# Loss aggregations: fn(loss_BxT, mask_BxT, max_len=None, rows=None) ->
+# (total, denominator); the loss is total / denominator. max_len: the
+# configured longest sequence (None: T); rows: how many of the B rows are
+# trajectories when all-zero-mask padding rows follow them (None: all B; an
+# int or a traced scalar). Filled by core/losses.py.
 LOSS_AGGREGATIONS = Registry("loss aggregation")
 
 # Reward weight presets (dicts of main_reward / sub_reward keyword arguments).

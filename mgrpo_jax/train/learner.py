@@ -177,8 +177,9 @@ class Learner:
         is_cap=c.is_cap, max_len=c.max_len)
     return total / denom, (metrics, jnp.sum(mask))
 
-  def _update_fn(self, params, opt_state, xs_U, denom, apply):
+  def _update_fn(self, params, opt_state, xs_U, num_rows, apply):
     self.traces["update"] += 1
+    denom = self._denominator(xs_U[2], num_rows)
     return update.update(self.optimizer,
                          lambda p, xs: self._loss_fn(p, xs, denom),
                          params, opt_state, xs_U, apply)
@@ -199,13 +200,17 @@ class Learner:
                       self._rows(batch.inputs_NxT),
                       self._rows(batch.targets_NxT))
 
-  def _denominator(self, batch: Batch) -> float:
-    """The loss denominator of the whole batch (aggregation's own; for
-    sequence_sum_norm the constant trajectories x max_len)."""
+  def _denominator(self, mask_UxMxT: jax.Array,
+                   num_rows: jax.Array) -> jax.Array:
+    """The loss denominator of the whole batch, inside the jitted update
+    (no host round trip, nothing compiled apart): the aggregation's own
+    over the packed rows, whose padding rows have no mask; for
+    sequence_sum_norm the constant trajectories (num_rows) x max_len."""
     agg = losses.LOSS_AGGREGATIONS.get(self.config.aggregation)
-    mask = jnp.asarray(batch.mask_NxT[:batch.num_rows])
-    _, denom = agg(jnp.zeros_like(mask), mask, max_len=self.config.max_len)
-    return max(float(denom), 1.0)
+    mask_NxT = mask_UxMxT.reshape(-1, mask_UxMxT.shape[-1])
+    _, denom = agg(jnp.zeros_like(mask_NxT), mask_NxT,
+                   max_len=self.config.max_len, rows=num_rows)
+    return jnp.maximum(denom, 1.0)
 
   def step(self, batch: Batch) -> dict[str, float]:
     """One M-GRPO update of this agent (see the module docstring)."""
@@ -219,14 +224,14 @@ class Learner:
            if self.config.inner_epochs > 1 else None)
     ref = (self._logp(self.ref_params, inputs, targets)
            if self.ref_params is not None else None)
-    denom = jnp.float32(self._denominator(batch))
     skip = not np.any(batch.adv_N)  # Nothing to learn from: no update.
     xs_U = (inputs, targets, mask, old, ref, behaviour, adv)
     # Figures stay on the device until the update is done: one host read.
     pieces, norms = [], []
     for _ in range(1 if skip else self.config.inner_epochs):
       self.params, self.opt_state, grad_norm, values_U, aux_U = self._update(
-          self.params, self.opt_state, xs_U, denom, jnp.bool_(not skip))
+          self.params, self.opt_state, xs_U, jnp.int32(batch.num_rows),
+          jnp.bool_(not skip))
       pieces.append((values_U, aux_U))
       norms.append(grad_norm)
     pieces, norms = jax.device_get((pieces, norms))
