@@ -1,6 +1,6 @@
 """Tests of the padded-size ladder shared by the engine and the learners."""
 
-from mgrpo_jax.runtime.buckets import bucket
+from mgrpo_jax.runtime.buckets import bucket, power_of_two
 
 
 def test_ladder_is_one_and_a_half_steps_between_doublings():
@@ -22,3 +22,10 @@ def test_cap_and_minimum():
   assert bucket(5, 64, 1024) == 64
   assert bucket(5, 0) == 6  # A minimum below 1 counts as 1.
   assert bucket(100, 100) == 100 and bucket(101, 100) == 150
+
+
+def test_power_of_two_ladder():
+  assert [power_of_two(n, 16) for n in (1, 16, 17, 33, 100)] == [
+      16, 16, 32, 64, 128]
+  assert power_of_two(3000, 64, 1024) == 1024
+  assert power_of_two(3, 0) == 4

@@ -11,9 +11,8 @@ done. Between chunks the host checks stop strings. Both steps run
 `sampling.forward` (the decoder's math over per-layer weight copies, made
 once per weight update, which decodes much faster on CPU than the decoder's
 layer scan). Batch size, prompt length
-and cache window are padded to buckets (runtime/buckets.py: x1, 1.5, 2, 3,
-4, ...), so the number of compilations stays bounded however many calls
-are made.
+and cache window are bucketed to powers of two (runtime/buckets.py), so
+the number of compilations stays bounded however many calls are made.
 
 Typical use by a rollout controller::
 
@@ -36,7 +35,7 @@ import numpy as np
 from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
-from mgrpo_jax.runtime.buckets import bucket
+from mgrpo_jax.runtime.buckets import power_of_two
 from mgrpo_jax.sampling import generation, prefill, steps
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
@@ -290,7 +289,7 @@ class Engine:
     while not done.all():
       chunk += 1
       live = np.flatnonzero(~done)
-      bp = bucket(len(live), 1, self.max_conversations)
+      bp = power_of_two(len(live), 1, self.max_conversations)
       pad = bp - len(live)
       padded = lambda x, fill: np.concatenate(
           [np.asarray(x)[live], np.full(pad, fill)]).astype(np.int32)
@@ -357,9 +356,9 @@ class Engine:
     its next positions; returns the tokens sampled after them and their
     log-probs, row i drawing with `draws[i]`."""
     n = len(convs)
-    bp = bucket(n, 1, self.max_conversations)
+    bp = power_of_two(n, 1, self.max_conversations)
     pad = [0] * (bp - n)
-    t = bucket(max(map(len, pending)), self.min_prompt_bucket)
+    t = power_of_two(max(map(len, pending)), self.min_prompt_bucket)
     tokens_BxT = np.zeros((bp, t), np.int32)
     for i, p in enumerate(pending):
       tokens_BxT[i, :len(p)] = p
@@ -380,7 +379,7 @@ class Engine:
   def _copy(self, sources: list[_Conversation],
             targets: list[_Conversation], slots: int) -> None:
     """Slots [0, slots) of each source row copied into its target row."""
-    bp = bucket(len(targets), 1, self.max_conversations)
+    bp = power_of_two(len(targets), 1, self.max_conversations)
     pad = [self.max_conversations] * (bp - len(targets))
     self._cache = self._steps.copy(
         self._window(slots), self._cache,
@@ -425,10 +424,10 @@ class Engine:
         c.cached = g[0].cached
 
   def _window(self, live_end: int) -> int:
-    return bucket(live_end, self.min_window, self.cache_len)
+    return power_of_two(live_end, self.min_window, self.cache_len)
 
   def _sampling(self, params: SamplingParams) -> generation.Sampling:
-    k = bucket(len(params.stop_token_ids), 8)
+    k = power_of_two(len(params.stop_token_ids), 8)
     stop_ids = np.full((k,), -1, np.int32)
     stop_ids[:len(params.stop_token_ids)] = params.stop_token_ids
     return generation.Sampling(np.float32(params.temperature),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mgrpo_jax.runtime.buckets import bucket
+from mgrpo_jax.runtime.buckets import power_of_two
 
 
 class SharePlan(NamedTuple):
@@ -45,8 +45,8 @@ def plan_calls(lengths: list[int], min_bucket: int, max_rows: int,
                call_cost: int = 32) -> list[list[int]]:
   """Rows (indices into `lengths`) grouped into prefill calls.
 
-  A call of n rows whose longest has t tokens costs bucket(n) x
-  bucket(t) padded tokens plus `call_cost` (its fixed cost in tokens).
+  A call of n rows whose longest has t tokens costs power_of_two(n) x
+  power_of_two(t) padded tokens plus `call_cost` (its fixed cost in tokens).
   Rows sorted longest first are cut into the runs of least total cost
   (exact, by dynamic programming): one long tool result no longer pads
   every short row of the batch to its length.
@@ -57,8 +57,8 @@ def plan_calls(lengths: list[int], min_bucket: int, max_rows: int,
   cut = [0] * (n + 1)
   for j in range(1, n + 1):
     for i in range(j):
-      cost = (best[i] + call_cost + bucket(j - i, 1, max_rows)
-              * bucket(lengths[order[i]], min_bucket))
+      cost = (best[i] + call_cost + power_of_two(j - i, 1, max_rows)
+              * power_of_two(lengths[order[i]], min_bucket))
       if best[j] is None or cost < best[j]:
         best[j], cut[j] = cost, i
   calls, j = [], n
