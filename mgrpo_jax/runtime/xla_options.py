@@ -52,8 +52,9 @@ def _ynn_compiles() -> bool:
 
 
 def training_options() -> dict[str, Any] | None:
-  """Compiler options for a computation that takes gradients: YNNPACK dots on the CPU backend (unless $MGRPO_JAX_CPU_MATMUL=xla or this
-  jaxlib lacks the option), else None (XLA's defaults)."""
+  """Compiler options for a computation that takes gradients: YNNPACK dots
+  on the CPU backend (unless $MGRPO_JAX_CPU_MATMUL=xla or this jaxlib lacks
+  the option), else None (XLA's defaults)."""
   choice = cpu_matmul_choice()
   if choice != "ynn" or jax.default_backend() != "cpu":
     return None

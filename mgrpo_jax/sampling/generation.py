@@ -44,26 +44,24 @@ def gather_window(cache: KVCache, rows_B: jax.Array,
   return forward.Window(take(cache.k), take(cache.v))
 
 
-def scatter_window(cache: KVCache, rows_B: jax.Array,
-                   win: forward.Window) -> KVCache:
-  """Writes a window back into its rows; rows >= R (padding) are dropped."""
-  w = win.k[0].shape[2]
-  put = lambda x, y: x.at[:, rows_B, :, :w].set(jnp.stack(y), mode="drop")
-  return KVCache(put(cache.k, win.k), put(cache.v, win.v))
+def scatter_window(cache: KVCache, rows_B: jax.Array, win: forward.Window,
+                   *, by_layer: bool = False) -> KVCache:
+  """Writes a window back into its rows; rows >= R (padding) are dropped.
 
-
-def scatter_window_by_layer(cache: KVCache, rows_B: jax.Array,
-                            win: forward.Window) -> KVCache:
-  """As `scatter_window`, one scatter per layer (no stacked copy of the
-  window). Faster in decode (the batch-32, 512-slot decode calls of
-  bench/rollouts: 9.8-10.2 s against 12.9 s) but far slower in prefill,
-  where XLA then copied the whole cache (a 1 x 256-token prefill 1.8 s), so
-  only decode uses it."""
+  by_layer=False stacks the window and writes it with one scatter; True
+  writes one scatter per layer (no stacked copy). Per layer is faster in
+  decode (the batch-32, 512-slot decode calls of bench/rollouts: 9.8-10.2 s
+  against 12.9 s) but far slower in prefill, where XLA then copied the
+  whole cache (a 1 x 256-token prefill 1.8 s), so only decode uses it.
+  """
   w = win.k[0].shape[2]
-  def put(x, layers):
-    for i, y in enumerate(layers):
-      x = x.at[i, rows_B, :, :w].set(y, mode="drop")
-    return x
+  if by_layer:
+    def put(x, layers):
+      for i, y in enumerate(layers):
+        x = x.at[i, rows_B, :, :w].set(y, mode="drop")
+      return x
+  else:
+    put = lambda x, y: x.at[:, rows_B, :, :w].set(jnp.stack(y), mode="drop")
   return KVCache(put(cache.k, win.k), put(cache.v, win.v))
 
 
@@ -160,5 +158,5 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
   carry = (jnp.int32(0), win, tokens_BxN, logprobs_BxN, last_B, position_B,
            count_B, done_B)
   _, win, toks, lps, _, _, count_B, done_B = lax.while_loop(cond, body, carry)
-  return (scatter_window_by_layer(cache, rows_B, win),
+  return (scatter_window(cache, rows_B, win, by_layer=True),
           DecodeOut(toks, lps, count_B, done_B))
