@@ -10,10 +10,11 @@ data. Two ladders:
 * `power_of_two`: one shape per doubling. The engine's rows, prompt
   lengths, windows and stop ids, whose product is the shape of a call:
   with `bucket` for all three, batched rollouts took 28.9 s against 32.7 s
-  (bench.rollouts, AMD EPYC, one run each), but an 8-step default run
-  compiled 21 new engine programs after its 3 warm-up steps against 7
-  (about 0.9 s each for the tiny model, 18 s for SmolLM2), and with the
-  ladder on rows alone, or on lengths and windows alone, 32.0 and 32.2 s.
+  (bench.rollouts, AMD EPYC, one run each), but a default run compiled 20
+  new engine programs in steps 4 to 7 (the steps bench.step times)
+  against 2 (about 0.9 s each for the tiny model, 18 s for SmolLM2); with
+  the ladder on rows alone, or on lengths and windows alone, 32.0 and
+  32.2 s.
 """
 
 from __future__ import annotations
