@@ -50,9 +50,10 @@ def test_decode_profile_times_every_part_of_a_step():
                        intermediate_size=48, num_layers=2, num_heads=4,
                        num_kv_heads=2, head_dim=8, rope_theta=1e4,
                        rms_norm_eps=1e-6, tie_word_embeddings=True)
-  rows = decode_profile.profile(config, 3, 16, repeats=1)
+  rows, layer_bytes = decode_profile.profile(config, 3, 16, repeats=1)
   assert [name.strip().split(":")[0] for name, _ in rows] == [
       "decode step", "layer matmuls alone, float32",
       "layer matmuls alone, bfloat16 weights", "vocabulary projection",
       "token sampling (temperature 1)"]
   assert all(ms > 0 for _, ms in rows)
+  assert layer_bytes > 0

@@ -60,9 +60,10 @@ def _layer_matmuls(weights: forward.Weights, x_BxD, dot):
 
 
 def profile(c: ModelConfig, b: int, w: int, repeats: int
-            ) -> list[tuple[str, float]]:
+            ) -> tuple[list[tuple[str, float]], int]:
   """(what, milliseconds per call) of a decode step's parts (see the module
-  docstring) for batch `b` over a window of `w` slots."""
+  docstring) for batch `b` over a window of `w` slots, and the bytes of
+  layer weights a step reads."""
   weights = jax.jit(forward.split_weights)(init_model(c))
   zeros = tuple(jnp.zeros((b, c.num_kv_heads, w, c.head_dim))
                 for _ in range(c.num_layers))
@@ -77,6 +78,7 @@ def profile(c: ModelConfig, b: int, w: int, repeats: int
       a.astype(jnp.bfloat16), m, preferred_element_type=jnp.float32)))
   logits = jax.jit(lambda wt, h: forward.logits(jnp.float32, wt, h))
   sample = jax.jit(lambda l, k: sample_tokens(l, k, 1.0))
+  layer_bytes = sum(a.nbytes for lp in weights.layers for a in lp.values())
   return [
       ("decode step: forward over the window", _ms(
           repeats, step, weights, window, tokens, positions)),
@@ -87,21 +89,18 @@ def profile(c: ModelConfig, b: int, w: int, repeats: int
       ("token sampling (temperature 1)", _ms(
           repeats, sample, jnp.asarray(np.random.default_rng(0).normal(
               size=(b, c.vocab_size)), jnp.float32), jax.random.key(0))),
-  ]
+  ], layer_bytes
 
 
 def main(argv):
   del argv
   batch_flag, window_flag, repeats_flag = _FLAGS
   c, b, w = SMOLLM2, batch_flag.value, window_flag.value
-  rows = profile(c, b, w, repeats_flag.value)
-  layer_bytes = c.num_layers * 4 * c.hidden_size * (
-      (c.num_heads + 2 * c.num_kv_heads) * c.head_dim
-      + c.num_heads * c.head_dim + 3 * c.intermediate_size)
+  rows, layer_bytes = profile(c, b, w, repeats_flag.value)
   print(f"batch {b}, window {w}, SmolLM2-135M shapes, jax {jax.__version__}")
   for name, ms in rows:
     print(f"{name:45s} {ms:8.1f} ms")
-  print(f"layer matmul weights read per step: {layer_bytes / 1e6:.0f} MB "
+  print(f"layer weights read per step: {layer_bytes / 1e6:.0f} MB "
         f"({layer_bytes / 1e9 / (rows[1][1] / 1000):.1f} GB/s in the float32 "
         "matmuls)")
 
