@@ -19,6 +19,8 @@ def test_a_tiny_run_is_split_into_phases_that_add_up(tmp_path):
                                                rel=1e-6)
   assert 0 < out["overhead_share"] < 1 and out["timed_steps"] == 2
   assert math.isfinite(out["compilations_per_100_steps"])
+  assert 0 <= out["cache_loads_per_100_steps"] <= out[
+      "compilations_per_100_steps"]
   assert out["memory"]["host_rss_mib"] > 100
   assert "step |" in step.table({**out, "config": "tiny", "machine": "m",
                                  "warmup": 1})
@@ -29,3 +31,26 @@ def test_too_few_steps_to_time_are_refused_before_running(steps, warmup):
   with pytest.raises(ValueError, match=r"expected warmup >= 0 and steps >= "
                      r"warmup \+ 2"):
     step.measure(None, steps=steps, warmup=warmup)
+
+
+def _record(step, compilations, loads=None):
+  r = {"step": step, "time/step": 1.0, "time/rollout": 0.5,
+       "time/main_update": 0.4, "time/main_batch": 0.1,
+       "jit/compilations": float(compilations)}
+  if loads is not None:
+    r["jit/cache_loads"] = float(loads)
+  return r
+
+
+def test_compilations_and_cache_loads_are_counted_from_the_warmup_on():
+  # Steps 2..5 are the window (warm-up 2, step 6 evaluates): 3 programs
+  # over 3 steps, 2 of them cache loads -> 100 and ~66.7 per 100 steps.
+  records = [_record(1, 50, 10), _record(2, 60, 12), _record(3, 61, 13),
+             _record(4, 61, 13), _record(5, 63, 14), _record(6, 70, 14)]
+  out = step.split(records, (), warmup=2)
+  assert out["compilations_per_100_steps"] == pytest.approx(100.0)
+  assert out["cache_loads_per_100_steps"] == pytest.approx(200.0 / 3)
+  # Records written before jit/cache_loads existed count no loads.
+  old = [{k: v for k, v in r.items() if k != "jit/cache_loads"}
+         for r in records]
+  assert step.split(old, (), warmup=2)["cache_loads_per_100_steps"] == 0

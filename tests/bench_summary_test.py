@@ -17,7 +17,7 @@ SPEED = {"machine": "AMD EPYC, 2 CPUs, Linux", "generate": [
                    "torch": {"seconds": 2.0}}}
 STEP = {"machine": "AMD EPYC, 2 CPUs, Linux", "overhead_share": 0.01,
         "step_seconds": 20.0, "compilations_per_100_steps": 25.0,
-        "memory": {"host_rss_mib": 3000.0}}
+        "cache_loads_per_100_steps": 20.0, "memory": {"host_rss_mib": 3000.0}}
 
 
 def test_rows_compare_each_figure_with_its_target(tmp_path):
@@ -40,6 +40,8 @@ def test_rows_compare_each_figure_with_its_target(tmp_path):
   assert overhead["status"] == "met"
   compiles = by_name["compilations per 100 steps after warm-up"]
   assert compiles["status"] == "missed"
+  loads = by_name["  of which loaded from the persistent compilation cache"]
+  assert (loads["ours"], loads["target"]) == ("20", "-")
   assert by_name["rollouts.json"]["ours"] == "missing"
   written = json.loads((tmp_path / "bench.json").read_text())
   assert written["machines"] == ["AMD EPYC, 2 CPUs, Linux"]
@@ -54,3 +56,11 @@ def test_bad_folder_or_file_is_named(tmp_path):
     summary.summarize(tmp_path)
   assert summary.main(["summary", str(tmp_path)]) == 1
   assert summary.main(["summary"]) == 2
+
+
+def test_a_step_file_without_cache_loads_still_reads(tmp_path):
+  old = {k: v for k, v in STEP.items() if k != "cache_loads_per_100_steps"}
+  (tmp_path / "step.json").write_text(json.dumps(old))
+  names = [r["measurement"] for r in summary.summarize(tmp_path)["rows"]]
+  assert "compilations per 100 steps after warm-up" in names
+  assert not any("persistent" in n for n in names)

@@ -129,3 +129,26 @@ def test_progress_bar_rejects_bad_settings():
     ProgressBar(5, start_step=6)
   with pytest.raises(ValueError, match="mode='tty'"):
     ProgressBar(5, mode="tty")
+
+
+def test_persistent_cache_loads_are_counted_apart_from_compilations():
+  import jax
+  import jax.numpy as jnp
+  from mgrpo_jax.runtime import metrics
+  metrics.count_compilations()
+  before = jax.config.jax_persistent_cache_min_compile_time_secs
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  try:
+    # A program no other test compiles (its constant is unusual).
+    fn = lambda x: jnp.sin(x) * 1234.56789 + jnp.cos(x) * 9.87654321
+    x = jnp.arange(7.0)
+    compiled, loads = metrics.compilations(), metrics.cache_loads()
+    jax.jit(fn)(x).block_until_ready()  # compiled, written to the cache
+    assert metrics.compilations() == compiled + 1
+    assert metrics.cache_loads() == loads
+    jax.clear_caches()  # the in-memory cache only; the disk keeps it
+    jax.jit(fn)(x).block_until_ready()
+    assert metrics.compilations() == compiled + 2
+    assert metrics.cache_loads() == loads + 1
+  finally:
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", before)

@@ -133,7 +133,11 @@ METRICS_DOC: dict[str, str] = {
                                 "rollouts (all agents).",
     "jit/compilations": "XLA compilations in this process so far (both "
                         "agents' learners and samplers; align.d_max 0 "
-                        "shows what alignment saves).",
+                        "shows what alignment saves), the persistent "
+                        "cache's loads included.",
+    "jit/cache_loads": "Of jit/compilations, the programs loaded from the "
+                       "persistent compilation cache (an earlier run "
+                       "compiled them) rather than compiled by XLA.",
     "time/test": "Seconds of the step's test-split rollouts.",
     "eval/sub_version": "Sub-agent weight version the evaluation used: the "
                         "newest (the step's), in every staleness mode.",
@@ -141,11 +145,13 @@ METRICS_DOC: dict[str, str] = {
 
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-_compilations = {"count": 0, "listening": False}
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_compilations = {"count": 0, "cache_loads": 0, "listening": False}
 
 
 def count_compilations() -> None:
-  """Starts counting XLA compilations of this process (idempotent)."""
+  """Starts counting XLA compilations of this process, and which of them
+  the persistent cache answered (idempotent)."""
   if _compilations["listening"]:
     return
   import jax  # pylint: disable=g-import-not-at-top
@@ -155,13 +161,26 @@ def count_compilations() -> None:
     if event == _BACKEND_COMPILE:
       _compilations["count"] += 1
 
+  def hits(event: str, **kwargs: Any) -> None:
+    del kwargs
+    if event == _CACHE_HIT:
+      _compilations["cache_loads"] += 1
+
   jax.monitoring.register_event_duration_secs_listener(listener)
+  jax.monitoring.register_event_listener(hits)
   _compilations["listening"] = True
 
 
 def compilations() -> int:
-  """XLA compilations since `count_compilations()` was first called."""
+  """XLA compilations since `count_compilations()` was first called (the
+  persistent cache's loads included)."""
   return _compilations["count"]
+
+
+def cache_loads() -> int:
+  """Of `compilations()`, those the persistent compilation cache answered
+  (jax's `/jax/compilation_cache/cache_hits` events)."""
+  return _compilations["cache_loads"]
 
 
 def _to_python(value: Any) -> Any:

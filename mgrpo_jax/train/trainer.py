@@ -28,8 +28,8 @@ import jax
 import ml_collections
 
 from mgrpo_jax.runtime.metrics import (MetricsWriter, ProgressBar,
-                                       compilations, count_compilations,
-                                       eval_line)
+                                       cache_loads, compilations,
+                                       count_compilations, eval_line)
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.side import Side, absolute
 
@@ -82,6 +82,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
         log(eval_line(done, metrics))
       metrics["time/step"] = time.perf_counter() - start
       metrics["jit/compilations"] = float(compilations())
+      metrics["jit/cache_loads"] = float(cache_loads())
       # Metrics first, then the checkpoint: a run killed between the two
       # redoes this step on resume (same seed, same numbers) and appends
       # its record again; killed the other way round it would lose it.
