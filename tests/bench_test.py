@@ -57,3 +57,21 @@ def test_decode_profile_times_every_part_of_a_step():
       "token sampling (temperature 1)"]
   assert all(ms > 0 for _, ms in rows)
   assert layer_bytes > 0
+
+
+def test_train_profile_times_each_part_and_the_per_layer_step_is_the_same():
+  from mgrpo_jax.bench import train_profile
+  config = ModelConfig(family="llama", vocab_size=64, hidden_size=32,
+                       intermediate_size=48, num_layers=2, num_heads=4,
+                       num_kv_heads=2, head_dim=8, rope_theta=1e4,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True)
+  tokens = np.random.default_rng(0).integers(0, 64, size=(2, 9))
+  rows = train_profile.profile(init_model(config), tokens, repeats=1)
+  names = [name.strip().split(" (")[0] for name, *_ in rows]
+  assert names == ["forward + backward", "forward alone",
+                   "forward + backward of the layers alone",
+                   "forward + backward, per-layer weights, layers unrolled"]
+  assert all(s > 0 and c > 0 for _, s, c, _ in rows)
+  stacked, forward_only, _, per_layer = (loss for *_, loss in rows)
+  assert forward_only == pytest.approx(stacked, rel=1e-6)
+  assert per_layer == pytest.approx(stacked, rel=1e-5)
