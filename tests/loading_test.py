@@ -118,6 +118,8 @@ def test_compilation_cache_lives_under_the_cache_root(tmp_path, monkeypatch):
     path = loading.enable_compilation_cache()
     assert path == tmp_path / "xla"
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xla")
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == (
+        loading.MIN_CACHED_COMPILE_SECONDS) < 0.8  # the tiny decode steps
   finally:
     jax.config.update("jax_compilation_cache_dir", before[0])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
