@@ -305,3 +305,24 @@ def test_two_processes_stops_both_on_ctrl_c(cache, tmp_path):
   assert all(_gone(pid) for pid in _pids("".join(lines)).values())
   logs = tmp_path / "run" / "logs"
   assert sorted(p.name for p in logs.iterdir()) == ["main.log", "sub.log"]
+
+
+@needs_venv
+@pytest.mark.parametrize("given, exported", [
+    (None, "glibc.malloc.hugetlb=1"),
+    ("glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:"
+     "glibc.malloc.hugetlb=1"),
+    ("glibc.malloc.hugetlb=0", "glibc.malloc.hugetlb=0"),  # the user's
+])
+def test_env_sh_asks_glibc_for_huge_pages_unless_told(given, exported,
+                                                      cache):
+  env = _local_env(cache)
+  env.pop("GLIBC_TUNABLES", None)
+  if given is not None:
+    env["GLIBC_TUNABLES"] = given
+  result = subprocess.run(
+      ["bash", "-c", f"source {LAUNCH / 'env.sh'} && "
+       "printf %s \"$GLIBC_TUNABLES\""],
+      env=env, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout == exported

@@ -20,5 +20,9 @@ def cpu_model() -> str:
 
 
 def machine() -> str:
-  """CPU model, CPU count and OS of this machine, for benchmark tables."""
-  return f"{cpu_model()}, {os.cpu_count()} CPUs, {platform.system()}"
+  """CPU model, CPU count and OS of this machine, for benchmark tables, and
+  glibc malloc's tunables where set (launch/env.sh asks for huge pages,
+  which moves the train step by ~10%)."""
+  tunables = os.environ.get("GLIBC_TUNABLES", "")
+  return (f"{cpu_model()}, {os.cpu_count()} CPUs, {platform.system()}"
+          + (f", GLIBC_TUNABLES={tunables}" if tunables else ""))
