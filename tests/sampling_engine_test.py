@@ -332,3 +332,26 @@ def test_other_families_match_naive_full_forward(family, extra):
                                                    max_new_tokens=6),
                           jax.random.key(0))
   assert out.tokens == _naive_greedy(prompt, 6, model=model)[0]
+
+
+def test_a_batch_larger_than_the_engines_rows():
+  """More prompts than rows: one-shot generation runs them in waves (each
+  row's text as if alone); keeping them open, or generating with every row
+  taken, is refused with the counts."""
+  engine = _engine(max_conversations=2)
+  prompts = [_prompt(n, seed=n) for n in (4, 9, 6, 11, 5)]
+  results = engine.generate(prompts, GREEDY, jax.random.key(0))
+  assert [r.tokens for r in results] == [_naive_greedy(p, 12)[0]
+                                         for p in prompts]
+  assert engine.num_free == 2
+  with pytest.raises(ValueError, match=r"3 prompts with keep=True but only "
+                     r"2 free rows"):
+    engine.generate(prompts[:3], GREEDY, jax.random.key(0), keep=True)
+  assert engine.num_free == 2  # Nothing was started.
+  engine.generate(prompts[:2], GREEDY, jax.random.key(0), keep=True)
+  with pytest.raises(ValueError, match=r"no free cache rows \(all "
+                     r"max_conversations=2 in use\)"):
+    engine.generate(prompts[2:3], GREEDY, jax.random.key(0))
+  with pytest.raises(ValueError, match=r"all max_conversations=2 rows are "
+                     r"in use; release finished conversations first"):
+    engine.start(prompts[2])
