@@ -73,5 +73,5 @@ def test_train_profile_times_each_part_and_the_per_layer_step_is_the_same():
                    "forward + backward, per-layer weights, layers unrolled"]
   assert all(s > 0 and c > 0 for _, s, c, _ in rows)
   stacked, forward_only, _, per_layer = (loss for *_, loss in rows)
-  assert forward_only == pytest.approx(stacked, rel=1e-6)
+  assert forward_only == pytest.approx(stacked, rel=1e-5)
   assert per_layer == pytest.approx(stacked, rel=1e-5)

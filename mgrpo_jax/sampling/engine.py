@@ -289,7 +289,7 @@ class Engine:
     while not done.all():
       chunk += 1
       live = np.flatnonzero(~done)
-      bp = power_of_two(len(live), 1, self.max_conversations)
+      bp = self._rows(len(live))
       pad = bp - len(live)
       padded = lambda x, fill: np.concatenate(
           [np.asarray(x)[live], np.full(pad, fill)]).astype(np.int32)
@@ -356,7 +356,7 @@ class Engine:
     its next positions; returns the tokens sampled after them and their
     log-probs, row i drawing with `draws[i]`."""
     n = len(convs)
-    bp = power_of_two(n, 1, self.max_conversations)
+    bp = self._rows(n)
     pad = [0] * (bp - n)
     t = power_of_two(max(map(len, pending)), self.min_prompt_bucket)
     tokens_BxT = np.zeros((bp, t), np.int32)
@@ -379,7 +379,7 @@ class Engine:
   def _copy(self, sources: list[_Conversation],
             targets: list[_Conversation], slots: int) -> None:
     """Slots [0, slots) of each source row copied into its target row."""
-    bp = power_of_two(len(targets), 1, self.max_conversations)
+    bp = self._rows(len(targets))
     pad = [self.max_conversations] * (bp - len(targets))
     self._cache = self._steps.copy(
         self._window(slots), self._cache,
@@ -422,6 +422,10 @@ class Engine:
     for g in shared:
       for c in g[1:]:
         c.cached = g[0].cached
+
+  def _rows(self, n: int) -> int:
+    """Rows a call of n conversations is padded to."""
+    return power_of_two(n, 1, self.max_conversations)
 
   def _window(self, live_end: int) -> int:
     return power_of_two(live_end, self.min_window, self.cache_len)
