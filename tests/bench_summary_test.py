@@ -11,6 +11,8 @@ SPEED = {"machine": "AMD EPYC, 2 CPUs, Linux", "generate": [
      "torch": {"tokens_per_second": 30.0},
      "tunix": {"unavailable": "google-tunix is not installed"}},
     {"batch": 32, "ours": {"tokens_per_second": 100.0},
+     "ours_bfloat16": {"tokens_per_second": 130.0,
+                       "logp_gap": {"mean_abs": 0.0184, "max_abs": 0.089}},
      "torch": {"tokens_per_second": 80.0},
      "tunix": {"tokens_per_second": 50.0}}],
     "train_step": {"batch": 4, "length": 128, "ours": {"seconds": 4.0},
@@ -33,6 +35,14 @@ def test_rows_compare_each_figure_with_its_target(tmp_path):
   hf32 = by_name["sampler tokens/s, batch 32, vs HF generate"]
   assert (hf32["ratio"], hf32["status"]) == ("1.25x", "missed")
   assert by_name["sampler tokens/s, batch 32, vs Tunix"]["status"] == "met"
+  # The bfloat16 option is its own row, with its log-prob gap; batch 8's
+  # speed.json (an older version's) has none.
+  label = ("sampler tokens/s, batch 32, bfloat16 weights option (log-prob "
+           "gap to float32: mean 0.018, max 0.089), vs ")
+  assert (by_name[label + "HF generate"]["ratio"],
+          by_name[label + "HF generate"]["status"]) == ("1.62x", "met")
+  assert by_name[label + "Tunix"]["ratio"] == "2.60x"
+  assert not any("batch 8, bfloat16" in name for name in by_name)
   train = next(r for r in out["rows"] if r["measurement"].startswith(
       "train step"))
   assert (train["ratio"], train["status"]) == ("0.50x", "missed")

@@ -52,8 +52,9 @@ def test_decode_profile_times_every_part_of_a_step():
                        rms_norm_eps=1e-6, tie_word_embeddings=True)
   rows, layer_bytes = decode_profile.profile(config, 3, 16, repeats=1)
   assert [name.strip().split(":")[0] for name, _ in rows] == [
-      "decode step", "layer matmuls alone, float32",
-      "layer matmuls alone, bfloat16 weights", "vocabulary projection",
+      "decode step", "decode step, bfloat16 weights",
+      "layer matmuls alone, float32", "layer matmuls alone, bfloat16 weights",
+      "vocabulary projection", "vocabulary projection, bfloat16 weights",
       "token sampling (temperature 1)"]
   assert all(ms > 0 for _, ms in rows)
   assert layer_bytes > 0

@@ -9,7 +9,8 @@ import pytest
 
 from mgrpo_jax.models import build
 from mgrpo_jax.models.config import ModelConfig, ModelConfigError
-from mgrpo_jax.models.decoder import KVCache, rope_inverse_frequencies
+from mgrpo_jax.models.decoder import (KVCache, matmul,
+                                      rope_inverse_frequencies)
 from model_test_utils import float32_tolerance, softmax_input_scale
 
 
@@ -91,6 +92,30 @@ def test_rope_llama3_scaling_matches_formula():
       smooth = (64 / wavelen - 1.0) / (4.0 - 1.0)
       want.append((1 - smooth) * f / 8.0 + smooth * f)
   np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_matmul_reads_narrower_weights_as_they_are():
+  k1, k2 = jax.random.split(jax.random.key(0))
+  x = jax.random.normal(k1, (2, 3, 8), jnp.float32)
+  w = jax.random.normal(k2, (8, 5), jnp.float32)
+  np.testing.assert_array_equal(matmul(x, w, jnp.float32), x @ w)
+  w16 = w.astype(jnp.bfloat16)
+  got = matmul(x, w16, jnp.float32)
+  assert got.dtype == jnp.float32
+  # x rounded to bfloat16; products of two bfloat16 values are exact in
+  # float32, so only the accumulation order may differ.
+  want = x.astype(jnp.bfloat16).astype(jnp.float32) @ w16.astype(jnp.float32)
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+  # One bfloat16 x bfloat16 dot accumulating in float32: the weights are
+  # never converted (that conversion would cost a decode step its speed).
+  jaxpr = jax.make_jaxpr(lambda x, w: matmul(x, w, jnp.float32))(x, w16)
+  [dot] = [e for e in jaxpr.eqns if e.primitive.name == "dot_general"]
+  assert [v.aval.dtype for v in dot.invars] == [jnp.bfloat16] * 2
+  assert dot.params["preferred_element_type"] == jnp.float32
+  assert jaxpr.jaxpr.invars[1] in dot.invars
+  # A bfloat16 model (compute and weights) keeps its bfloat16 products.
+  assert matmul(x.astype(jnp.bfloat16), w16, jnp.bfloat16).dtype == (
+      jnp.bfloat16)
 
 
 def test_bf16_compute_is_close_to_f32():

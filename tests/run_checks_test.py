@@ -67,6 +67,7 @@ BAD = [
     ("agents.sub.max_new_tokens", 0), ("agents.prompt_style", "long"),
     ("agents.search_k", 0), ("agents.reason_tool", "yes"),
     ("agents.strict_format", 1), ("agents.sub.first_turn_prefix", None),
+    ("agents.sampler_dtype", "float16"), ("agents.sampler_dtype", None),
     ("world.num_entities", 5), ("world.train_questions", 0),
     ("world.validation_questions", 0), ("world.test_questions", -1),
     ("world.max_hops", 5), ("world.seed", -1),
@@ -129,6 +130,18 @@ def test_values_whose_message_names_the_section():
   refused(default(**{"mesh.main.device_ids": (1, 2)}),
           r"^config.mesh.main.device_ids=\(1, 2\): expected None or 1 "
           "distinct device ids")
+
+
+def test_a_bfloat16_sampler_needs_each_learner_to_correct_its_gap():
+  bf16 = {"agents.sampler_dtype": "bfloat16"}
+  check_run_config(default(**bf16), "all")  # off_policy "token" (default)
+  check_run_config(default(**bf16, **{"learner.sub.off_policy": "sequence"}),
+                   "all")
+  for agent in ("main", "sub"):
+    refused(default(**bf16, **{f"learner.{agent}.off_policy": "none"}),
+            rf"^config.learner.{agent}.off_policy='none': expected 'token' "
+            r"or 'sequence' with agents.sampler_dtype='bfloat16' \(the ")
+  check_run_config(default(**{"learner.main.off_policy": "none"}), "all")
 
 
 def test_the_list_of_known_model_names_is_given():

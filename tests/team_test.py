@@ -61,6 +61,14 @@ def test_brief_prompts_keep_role_and_tools(parts):
   assert "<answer>" in brief.main.system_prompt()
 
 
+def test_every_sampler_holds_the_configured_weights_dtype(parts):
+  model, tok, corpus = parts
+  for dtype in ("float32", "bfloat16"):
+    team = build_team(small(sampler_dtype=dtype), corpus, main_model=model,
+                      main_tokenizer=tok)
+    assert {a.policy.weights_dtype for a in team.agents.values()} == {dtype}
+
+
 @pytest.mark.parametrize("change, message", [
     ({"layout": "solo"}, r"config.agents.layout='solo': expected one of"),
     ({"main.max_turns": 0}, r"config.agents.main.max_turns=0"),
@@ -70,6 +78,8 @@ def test_brief_prompts_keep_role_and_tools(parts):
     ({"temperature": -1.0}, r"config.agents.temperature=-1.0"),
     ({"prompt_style": "short"}, r"config.agents.prompt_style='short': "
      r"expected one of \['full', 'brief'\]"),
+    ({"sampler_dtype": "float16"}, r"config.agents.sampler_dtype='float16': "
+     r"expected one of \['float32', 'bfloat16'\]"),
 ])
 def test_bad_config_values_are_named(parts, change, message):
   model, tok, corpus = parts

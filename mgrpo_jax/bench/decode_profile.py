@@ -3,13 +3,16 @@
   python -m mgrpo_jax.bench.decode_profile [--batch=8] [--window=256]
 
 Times, on a SmolLM2-sized decoder (random weights; speed does not depend on
-them), one single-token step of the engine's forward over a KV window, and
-separately its layer matmuls alone (float32, and bfloat16 weights with
-float32 accumulation), the vocabulary projection and token sampling.
-The bfloat16 row is a ceiling, not what the engine would gain: inside the
-whole forward, bfloat16 matmul inputs made a batch-8 step slower on an AMD
-EPYC (76 against 50 ms; the activations' casts are not fused into the dots),
-so the engine samples in float32.
+them), one single-token step of the engine's forward over a KV window, with
+float32 weights and with the engine's bfloat16 weights option
+(`Engine(weights_dtype="bfloat16")`: matmul inputs rounded to bfloat16,
+float32 accumulation and activations); separately its layer matmuls alone
+and the vocabulary projection, each both ways, and token sampling.
+(An earlier attempt, a bfloat16 *model*, whose activations are bfloat16 and
+whose dots return bfloat16, was slower than float32 on an AMD EPYC, 76
+against 50 ms at batch 8: XLA's CPU backend converts the operands and
+results of such dots around a float32 kernel. A bfloat16 x bfloat16 dot
+that accumulates in float32 runs without those conversions.)
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from absl import app
 from absl import flags
 
 from mgrpo_jax.models import ModelConfig, init_model
+from mgrpo_jax.models.decoder import matmul
 from mgrpo_jax.sampling import forward
 from mgrpo_jax.sampling.sample import sample_tokens
 
@@ -64,7 +68,10 @@ def profile(c: ModelConfig, b: int, w: int, repeats: int
   """(what, milliseconds per call) of a decode step's parts (see the module
   docstring) for batch `b` over a window of `w` slots, and the bytes of
   layer weights a step reads."""
-  weights = jax.jit(forward.split_weights)(init_model(c))
+  model = init_model(c)
+  weights = jax.jit(forward.split_weights)(model)
+  rounded = jax.jit(forward.split_weights, static_argnums=(1,))(
+      model, jnp.bfloat16)
   zeros = tuple(jnp.zeros((b, c.num_kv_heads, w, c.head_dim))
                 for _ in range(c.num_layers))
   window = forward.Window(zeros, zeros)
@@ -72,20 +79,22 @@ def profile(c: ModelConfig, b: int, w: int, repeats: int
   step = jax.jit(lambda wt, win, t, p: forward.hidden_states(
       c, jnp.float32, wt, t, p, win))
   x = jnp.ones((b, c.hidden_size))
-  f32 = jax.jit(lambda wt, x: _layer_matmuls(wt, x, jnp.dot))
-  bf16_weights = jax.tree.map(lambda a: a.astype(jnp.bfloat16), weights)
-  bf16 = jax.jit(lambda wt, x: _layer_matmuls(wt, x, lambda a, m: jnp.dot(
-      a.astype(jnp.bfloat16), m, preferred_element_type=jnp.float32)))
+  matmuls = jax.jit(lambda wt, x: _layer_matmuls(
+      wt, x, lambda a, m: matmul(a, m, jnp.float32)))
   logits = jax.jit(lambda wt, h: forward.logits(jnp.float32, wt, h))
   sample = jax.jit(lambda l, k: sample_tokens(l, k, 1.0))
   layer_bytes = sum(a.nbytes for lp in weights.layers for a in lp.values())
   return [
       ("decode step: forward over the window", _ms(
           repeats, step, weights, window, tokens, positions)),
-      ("  layer matmuls alone, float32", _ms(repeats, f32, weights, x)),
+      ("decode step, bfloat16 weights", _ms(
+          repeats, step, rounded, window, tokens, positions)),
+      ("  layer matmuls alone, float32", _ms(repeats, matmuls, weights, x)),
       ("  layer matmuls alone, bfloat16 weights", _ms(
-          repeats, bf16, bf16_weights, x)),
+          repeats, matmuls, rounded, x)),
       ("vocabulary projection", _ms(repeats, logits, weights, x)),
+      ("vocabulary projection, bfloat16 weights", _ms(
+          repeats, logits, rounded, x)),
       ("token sampling (temperature 1)", _ms(
           repeats, sample, jnp.asarray(np.random.default_rng(0).normal(
               size=(b, c.vocab_size)), jnp.float32), jax.random.key(0))),
@@ -101,7 +110,7 @@ def main(argv):
   for name, ms in rows:
     print(f"{name:45s} {ms:8.1f} ms")
   print(f"layer weights read per step: {layer_bytes / 1e6:.0f} MB "
-        f"({layer_bytes / 1e9 / (rows[1][1] / 1000):.1f} GB/s in the float32 "
+        f"({layer_bytes / 1e9 / (rows[2][1] / 1000):.1f} GB/s in the float32 "
         "matmuls)")
 
 

@@ -12,6 +12,10 @@ any side), ours through `sampling.Engine`, Hugging Face's through
 greedy tokens are checked equal to HF's before it is timed, and where it is
 not installed or differs its column says why).
 Training: one forward + backward of a next-token loss over a [B, T] batch.
+Ours runs twice: with float32 weights (the learner's own numbers), and with
+the sampler's bfloat16 weights option (`Engine(weights_dtype="bfloat16")`,
+`agents.sampler_dtype`), whose row gives its log-prob gap to the float32
+model (`sampling.precision.logp_gap`). The peers run in float32.
 Compilation and warm-up are excluded and reported separately. torch and
 transformers' PyTorch path are benchmark-only dependencies (the test extra).
 """
@@ -34,7 +38,7 @@ from mgrpo_jax.bench import tunix_sampler
 from mgrpo_jax.bench.common import machine
 from mgrpo_jax.runtime import logs
 from mgrpo_jax.models import loading
-from mgrpo_jax.sampling import Engine, SamplingParams
+from mgrpo_jax.sampling import Engine, SamplingParams, precision
 
 def _median_seconds(fn, repeats: int) -> float:
   times = []
@@ -56,6 +60,15 @@ def ours_generate(engine: Engine, prompts: list[list[int]], new_tokens: int,
       lambda: engine.generate(prompts, params, jax.random.key(1)), repeats)
   return {"seconds": seconds, "warmup_seconds": warmup,
           "tokens_per_second": len(prompts) * new_tokens / seconds}
+
+
+def bfloat16_gap(model, engine: Engine, prompts: list[list[int]],
+                 new_tokens: int) -> dict[str, float]:
+  """The log-prob gap of `engine`'s samples (temperature 1) to the float32
+  model's scores of the same tokens (`sampling.precision.logp_gap`)."""
+  params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
+  out = engine.generate(prompts, params, jax.random.key(2))
+  return precision.logp_gap(model, prompts, out)
 
 
 def torch_generate(hf_model, prompts: list[list[int]], new_tokens: int,
@@ -152,16 +165,28 @@ def main(argv):
     engine = Engine(model, max_conversations=batch, cache_len=cache_len)
     ours = ours_generate(engine, prompts, _NEW_TOKENS.value, _REPEATS.value)
     del engine
+    engine = Engine(model, max_conversations=batch, cache_len=cache_len,
+                    weights_dtype="bfloat16")
+    rounded = ours_generate(engine, prompts, _NEW_TOKENS.value,
+                            _REPEATS.value)
+    rounded["logp_gap"] = bfloat16_gap(model, engine, prompts,
+                                       _NEW_TOKENS.value)
+    del engine
     theirs = torch_generate(hf_model, prompts, _NEW_TOKENS.value,
                             _REPEATS.value)
     google = (tunix_sampler.tokens_per_second(
         tunix, prompts, _NEW_TOKENS.value, _REPEATS.value) if tunix
               else {"unavailable": why_not})
-    row = {"batch": batch, "ours": ours, "torch": theirs, "tunix": google,
-           "speedup": ours["tokens_per_second"] / theirs["tokens_per_second"]}
+    row = {"batch": batch, "ours": ours, "ours_bfloat16": rounded,
+           "torch": theirs, "tunix": google,
+           "speedup": ours["tokens_per_second"] / theirs["tokens_per_second"],
+           "speedup_bfloat16": (rounded["tokens_per_second"]
+                                / theirs["tokens_per_second"])}
     if tunix:
       row["speedup_tunix"] = (ours["tokens_per_second"]
                               / google["tokens_per_second"])
+      row["speedup_bfloat16_tunix"] = (rounded["tokens_per_second"]
+                                       / google["tokens_per_second"])
     logging.info("generate batch %d: %s", batch, row)
     results["generate"].append(row)
   b, t = map(int, _TRAIN_SHAPE.value)
@@ -187,6 +212,16 @@ def main(argv):
         + (f"{google['tokens_per_second']:.1f} | "
            f"{row['speedup_tunix']:.2f}x |" if "speedup_tunix" in row
            else f"{google['unavailable']} | - |"))
+    rounded, gap = row["ours_bfloat16"], row["ours_bfloat16"]["logp_gap"]
+    lines.append(
+        f"| same, ours with bfloat16 weights (log-prob gap to float32: mean "
+        f"{gap['mean_abs']:.3f}, max {gap['max_abs']:.3f}) | "
+        f"{rounded['tokens_per_second']:.1f} | "
+        f"{row['torch']['tokens_per_second']:.1f} | "
+        f"{row['speedup_bfloat16']:.2f}x | "
+        + (f"{google['tokens_per_second']:.1f} | "
+           f"{row['speedup_bfloat16_tunix']:.2f}x |"
+           if "speedup_bfloat16_tunix" in row else "- | - |"))
   ts = results["train_step"]
   lines.append(f"| train step fwd+bwd, [{b}, {t}] (seconds) | "
                f"{ts['ours']['seconds']:.2f} | {ts['torch']['seconds']:.2f} | "

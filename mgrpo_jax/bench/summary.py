@@ -41,19 +41,28 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
   out = []
   speed = results.get("speed")
   for g in (speed or {}).get("generate", []):
-    ours, hf, tunix = (_tps(g.get(k)) for k in ("ours", "torch", "tunix"))
+    hf, tunix = _tps(g.get("torch")), _tps(g.get("tunix"))
     hf_target, tunix_target = GENERATE_TARGETS.get(g["batch"], (None, None))
     why = (g.get("tunix") or {}).get("unavailable", "")
-    for peer, theirs, target in (("HF generate", hf, hf_target),
-                                 ("Tunix", tunix, tunix_target)):
-      ratio = _ratio(ours, theirs)
-      out.append({
-          "measurement": f"sampler tokens/s, batch {g['batch']}, vs {peer}",
-          "ours": f"{ours:.1f}" if ours else "-",
-          "peer": f"{theirs:.1f}" if theirs else (why or "-"),
-          "ratio": f"{ratio:.2f}x" if ratio else "-",
-          "target": f">= {target}x" if target else "-",
-          "status": _met(ratio, target) if target else "-"})
+    sides = [("", g.get("ours"))]
+    if "ours_bfloat16" in g:  # (older speed.json files lack it)
+      gap = g["ours_bfloat16"]["logp_gap"]
+      sides.append((f", bfloat16 weights option (log-prob gap to float32: "
+                    f"mean {gap['mean_abs']:.3f}, max {gap['max_abs']:.3f})",
+                    g["ours_bfloat16"]))
+    for label, side in sides:
+      ours = _tps(side)
+      for peer, theirs, target in (("HF generate", hf, hf_target),
+                                   ("Tunix", tunix, tunix_target)):
+        ratio = _ratio(ours, theirs)
+        out.append({
+            "measurement": f"sampler tokens/s, batch {g['batch']}{label}, "
+                           f"vs {peer}",
+            "ours": f"{ours:.1f}" if ours else "-",
+            "peer": f"{theirs:.1f}" if theirs else (why or "-"),
+            "ratio": f"{ratio:.2f}x" if ratio else "-",
+            "target": f">= {target}x" if target else "-",
+            "status": _met(ratio, target) if target else "-"})
   ts = (speed or {}).get("train_step")
   if ts:
     ratio = ts["torch"]["seconds"] / ts["ours"]["seconds"]

@@ -65,6 +65,7 @@ class Engine:
                cache_len: int = 2048, chunk_steps: int = 16,
                min_window: int = 64, min_prompt_bucket: int = 16,
                truncate_prompts: bool = False, cache_dtype: Any = None,
+               weights_dtype: Any = None,
                decode_fn: DecodeFn | Any = None, share_prefixes: bool = True):
     """Allocates the cache and prepares (lazily compiled) jitted steps.
 
@@ -81,6 +82,13 @@ class Engine:
       truncate_prompts: when a prompt is longer than `cache_len`, keep its
         last `cache_len` tokens instead of raising ValueError.
       cache_dtype: dtype of the cache; defaults to the model's compute dtype.
+      weights_dtype: dtype of the sampler's copy of the weight matrices
+        (`WEIGHTS_DTYPES`; None: the model's own). "bfloat16" under a
+        float32 model halves the bytes a decode step reads: each matmul
+        rounds its input to bfloat16 and accumulates in float32 (
+        `models.decoder.matmul`); norms, biases, attention and sampling
+        stay float32. Its log-probs then differ from the float32 model's
+        (a learner corrects them as stale data, `off_policy`).
       decode_fn: `list[int] -> str`, or a tokenizer with `.decode`; needed
         only for stop strings (may also be passed per call).
       share_prefixes: prefill a prompt prefix that new conversations of one
@@ -107,8 +115,9 @@ class Engine:
     self._dtype = model.dtype
     self._graphdef, state = nnx.split(model)
     self._param_shapes = _describe(state)
+    self._weights_dtype = _weights_dtype(weights_dtype)
     self._steps = steps.compiled_steps(self._graphdef)
-    self._weights = self._steps.split(state)
+    self._weights = self._steps.split(state, self._weights_dtype)
     self.weights_version = -1  # Set by `update_weights`.
     self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
                                 cache_dtype or model.dtype)
@@ -132,7 +141,7 @@ class Engine:
     if _describe(state) != self._param_shapes:
       raise ValueError("Engine.update_weights: the new weights do not match "
                        "the model's parameter structure, shapes and dtypes.")
-    self._weights = self._steps.split(state)
+    self._weights = self._steps.split(state, self._weights_dtype)
     self.weights_version = int(version)
 
   @property
@@ -333,6 +342,11 @@ class Engine:
     """dtype of the KV cache."""
     return self._cache.k.dtype
 
+  @property
+  def weights_dtype(self) -> str:
+    """dtype name of the sampler's weight matrices ("float32", ...)."""
+    return jnp.dtype(self._weights.embed.dtype).name
+
   # ---------------------------------------------------------------- helpers
 
   def _get(self, conv_id: int) -> _Conversation:
@@ -471,6 +485,24 @@ class Engine:
       hit[i] = True
       done[i] = True
     return hit
+
+
+# dtypes the sampler's weight matrices may be held in.
+WEIGHTS_DTYPES = ("float32", "bfloat16")
+
+
+def _weights_dtype(value: Any) -> str | None:
+  """The dtype name `value` asks for (None stays None: the model's own)."""
+  if value is None:
+    return None
+  try:
+    name = jnp.dtype(value).name
+  except TypeError:
+    name = None
+  if name not in WEIGHTS_DTYPES:
+    raise ValueError(f"Engine weights_dtype={value!r}: expected one of "
+                     f"{list(WEIGHTS_DTYPES)} (or None: the model's own).")
+  return name
 
 
 def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:

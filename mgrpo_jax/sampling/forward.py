@@ -40,14 +40,21 @@ class Window(NamedTuple):
   v: tuple[jax.Array, ...]
 
 
-def split_weights(model: Decoder) -> Weights:
-  """Per-layer copies of the model's weights (jitted, once per update)."""
+def split_weights(model: Decoder, matrix_dtype=None) -> Weights:
+  """Per-layer copies of the model's weights (jitted, once per update).
+
+  `matrix_dtype` (None: as they are) is the dtype the matrices (embedding,
+  projections, head) are copied in; norms and biases keep theirs.
+  """
   c = model.config
+  cast = ((lambda w: w) if matrix_dtype is None
+          else lambda w: w.astype(matrix_dtype) if w.ndim >= 2 else w)
   stacked = {n: getattr(model, n)[...] for n in layer_param_names(c)}
-  layers = tuple({n: w[i] for n, w in stacked.items()}
+  layers = tuple({n: cast(w[i]) for n, w in stacked.items()}
                  for i in range(c.num_layers))
-  lm_head = None if c.tie_word_embeddings else model.lm_head[...]
-  return Weights(model.embed[...], model.final_norm[...], lm_head, layers)
+  lm_head = None if c.tie_word_embeddings else cast(model.lm_head[...])
+  return Weights(cast(model.embed[...]), model.final_norm[...], lm_head,
+                 layers)
 
 
 def hidden_states(config: ModelConfig, dtype, weights: Weights,
@@ -64,7 +71,7 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
   b, t = tokens_BxT.shape
   slots = window.k[0].shape[2]
   inv_freq = rope_inverse_frequencies(c)
-  h = weights.embed.astype(dt)[tokens_BxT]
+  h = weights.embed[tokens_BxT].astype(dt)
   visible_BxTxS = jnp.arange(slots)[None, None, :] <= positions_BxT[:, :, None]
   rows_B = jnp.arange(b)[:, None]
   new_k, new_v = [], []
@@ -84,8 +91,9 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
 
 def logits(dtype, weights: Weights, h_BxD: jax.Array) -> jax.Array:
   """Vocabulary logits [..., V] in float32, as `Decoder.logits`."""
-  if weights.lm_head is None:
-    w = weights.embed.astype(dtype).T
+  w = weights.embed.T if weights.lm_head is None else weights.lm_head
+  if jnp.finfo(w.dtype).bits < jnp.finfo(dtype).bits:
+    h_BxD = h_BxD.astype(w.dtype)
   else:
-    w = weights.lm_head.astype(dtype)
+    w = w.astype(dtype)
   return jnp.dot(h_BxD, w, preferred_element_type=jnp.float32)

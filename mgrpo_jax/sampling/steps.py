@@ -20,7 +20,7 @@ from mgrpo_jax.sampling import forward, generation
 @dataclasses.dataclass(frozen=True)
 class Steps:
   """Jitted steps of one model structure, and their trace counts."""
-  split: Callable[[nnx.State], forward.Weights]
+  split: Callable[[nnx.State, str], forward.Weights]
   prefill: Callable[..., Any]
   decode: Callable[..., Any]
   copy: Callable[..., Any]
@@ -31,9 +31,9 @@ class Steps:
 def compiled_steps(graphdef: nnx.GraphDef) -> Steps:
   """One set of jitted steps per model structure, shared across engines."""
   traces = collections.Counter()
-  def split(state):
+  def split(state, weights_dtype):
     traces["split"] += 1
-    return forward.split_weights(nnx.merge(graphdef, state))
+    return forward.split_weights(nnx.merge(graphdef, state), weights_dtype)
 
   def prefill(config, dtype, window, *args):
     traces["prefill"] += 1
@@ -48,7 +48,7 @@ def compiled_steps(graphdef: nnx.GraphDef) -> Steps:
     return generation.copy_rows(cache, src_B, dst_B, window)
 
   # The cache (first argument after the weights) is donated: updated in place.
-  return Steps(jax.jit(split),
+  return Steps(jax.jit(split, static_argnums=(1,)),
                 jax.jit(prefill, static_argnums=(0, 1, 2),
                         donate_argnums=(4,)),
                 jax.jit(decode, static_argnums=(0, 1, 2, 3),

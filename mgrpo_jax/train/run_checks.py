@@ -27,6 +27,7 @@ from mgrpo_jax.runtime import meshes
 from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
+from mgrpo_jax.sampling.engine import WEIGHTS_DTYPES
 from mgrpo_jax.train.learner import LearnerConfig
 
 TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
@@ -45,6 +46,7 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   _train(config)
   for agent in ("main", *kinds):
     _learner(config, agent)
+  _sampler(config, kinds)
   _reward(config)
   integer(config, "align.d_max", minimum=0)  # 0: alignment off.
   for kind in kinds:
@@ -128,6 +130,21 @@ def _learner(config, agent: str) -> None:
     LearnerConfig(**config.learner[agent].to_dict())
   except (TypeError, ValueError) as e:
     raise ConfigError(f"config.{p}: {e}") from e
+
+
+def _sampler(config, kinds: tuple[str, ...]) -> None:
+  """A sampler whose weights are rounded (bfloat16) samples from another
+  policy than the float32 learner scores: each learner must correct that
+  gap as stale data (the truncated importance weight of `off_policy`)."""
+  dtype = choice(config, "agents.sampler_dtype", WEIGHTS_DTYPES)
+  if dtype == "float32":
+    return
+  for agent in ("main", *kinds):
+    if get(config, f"learner.{agent}.off_policy") == "none":
+      fail(f"learner.{agent}.off_policy", "none", "'token' or 'sequence' "
+           f"with agents.sampler_dtype={dtype!r} (the sampler's log-probs "
+           "differ from the learner's float32 ones, and 'none' would leave "
+           "that gap uncorrected)")
 
 
 def _reward(config) -> None:
