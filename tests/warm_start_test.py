@@ -63,6 +63,10 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
   other = tiny_config(tmp_path)
   other.agents.temperature = 0.3  # The oracle plays greedily anyway.
   assert warm_start_key(other) == warm_start_key(config)
+  other.agents.sampler_dtype = "bfloat16"  # It never samples from a model.
+  assert warm_start_key(other) == warm_start_key(config)
+  del other.agents["sampler_dtype"]  # A config from before the field.
+  assert warm_start_key(other) == warm_start_key(config)
   other.mode = "frozen_sub"  # Same team, same demonstrations: shared.
   assert warm_start_key(other) == warm_start_key(config)
   other.mode = "single"

@@ -42,7 +42,9 @@ from mgrpo_jax.agents import tiny_team as tiny
 CACHE_DIR = "warm_starts"  # Under the cache root.
 VERSION = 2  # Bump when the demonstrations or the SFT recipe change.
 FIGURES = "sft.json"
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
+# The rollouts' sampling settings, left out of the key (the oracle plays
+# greedily; `sampler_dtype` added later keeps earlier entries' keys).
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "sampler_dtype")
 
 
 def warm_start_key(config: ml_collections.ConfigDict) -> str:
