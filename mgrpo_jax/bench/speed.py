@@ -158,18 +158,6 @@ def main(argv):
              "tunix": tunix_sampler.VERSION if tunix else None,
              "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
              "model": _MODEL.value, "generate": [], "train_step": None}
-  # The train steps first: PyTorch's step measured after the generate runs
-  # in the same process took 3.2-3.5 s, against 2.9-3.0 s in a fresh one
-  # (AMD EPYC; ours 2.8-3.0 s either way).
-  b, t = map(int, _TRAIN_SHAPE.value)
-  tokens = np.random.default_rng(2).integers(low, model.config.vocab_size,
-                                             (b, t + 1))
-  ours = train_step.jax_train_step_seconds(model, tokens, _REPEATS.value + 1)
-  theirs = train_step.torch_train_step_seconds(hf_model, tokens,
-                                               _REPEATS.value + 1)
-  results["train_step"] = {"batch": b, "length": t, "ours": ours,
-                           "torch": theirs,
-                           "speedup": theirs["seconds"] / ours["seconds"]}
   for batch in map(int, _BATCHES.value):
     prompts = rng.integers(low, model.config.vocab_size,
                            (batch, _PROMPT_LEN.value)).tolist()
@@ -201,6 +189,14 @@ def main(argv):
                                        / google["tokens_per_second"])
     logging.info("generate batch %d: %s", batch, row)
     results["generate"].append(row)
+  b, t = map(int, _TRAIN_SHAPE.value)
+  tokens = rng.integers(low, model.config.vocab_size, (b, t + 1))
+  ours = train_step.jax_train_step_seconds(model, tokens, _REPEATS.value + 1)
+  theirs = train_step.torch_train_step_seconds(hf_model, tokens,
+                                               _REPEATS.value + 1)
+  results["train_step"] = {"batch": b, "length": t, "ours": ours,
+                           "torch": theirs,
+                           "speedup": theirs["seconds"] / ours["seconds"]}
 
   lines = [f"machine: {results['machine']}; jax {results['jax']}, torch "
            f"{results['torch']} ({results['torch_threads']} threads)",
