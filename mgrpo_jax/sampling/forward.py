@@ -52,7 +52,15 @@ def split_weights(model: Decoder, matrix_dtype=None) -> Weights:
   stacked = {n: getattr(model, n)[...] for n in layer_param_names(c)}
   layers = tuple({n: cast(w[i]) for n, w in stacked.items()}
                  for i in range(c.num_layers))
-  lm_head = None if c.tie_word_embeddings else cast(model.lm_head[...])
+  if not c.tie_word_embeddings:
+    lm_head = cast(model.lm_head[...])
+  elif matrix_dtype is not None:
+    # Tied, rounded: a [D, V] copy. XLA's CPU backend runs a bfloat16 dot
+    # with the transposed [V, D] embedding far slower (SmolLM2 batch 8:
+    # 63 against 8 ms for float32, bench/decode_profile.py).
+    lm_head = cast(model.embed[...].T)
+  else:
+    lm_head = None
   return Weights(cast(model.embed[...]), model.final_norm[...], lm_head,
                  layers)
 
