@@ -25,7 +25,8 @@ from mgrpo_jax.agents.protocol import ToolSpec
 from mgrpo_jax.agents.rollout import (DELEGATE, REASON, VERIFY, Agent,
                                       Delegation, RolloutController)
 from mgrpo_jax.agents.tools import SearchBackend, ToolRegistry, search_and_visit
-from mgrpo_jax.sampling.engine import WEIGHTS_DTYPES, Engine
+from mgrpo_jax.sampling.engine import Engine
+from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 LAYOUTS = ("multi", "single")

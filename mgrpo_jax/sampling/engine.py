@@ -36,7 +36,7 @@ from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
 from mgrpo_jax.runtime.buckets import power_of_two
-from mgrpo_jax.sampling import generation, prefill, steps
+from mgrpo_jax.sampling import generation, precision, prefill, steps
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 DecodeFn = Callable[[list[int]], str]
@@ -83,10 +83,10 @@ class Engine:
         last `cache_len` tokens instead of raising ValueError.
       cache_dtype: dtype of the cache; defaults to the model's compute dtype.
       weights_dtype: dtype of the sampler's copy of the weight matrices
-        (`WEIGHTS_DTYPES`; None: the model's own). "bfloat16" under a
-        float32 model halves the bytes a decode step reads: each matmul
-        rounds its input to bfloat16 and accumulates in float32 (
-        `models.decoder.matmul`); norms, biases, attention and sampling
+        (`precision.WEIGHTS_DTYPES`; None: the model's own). "bfloat16"
+        under a float32 model halves the bytes a decode step reads: each
+        matmul rounds its input to bfloat16 and accumulates in float32
+        (`models.decoder.matmul`); norms, biases, attention and sampling
         stay float32. Its log-probs then differ from the float32 model's
         (a learner corrects them as stale data, `off_policy`).
       decode_fn: `list[int] -> str`, or a tokenizer with `.decode`; needed
@@ -115,7 +115,7 @@ class Engine:
     self._dtype = model.dtype
     self._graphdef, state = nnx.split(model)
     self._param_shapes = _describe(state)
-    self._weights_dtype = _weights_dtype(weights_dtype)
+    self._weights_dtype = precision.weights_dtype_name(weights_dtype)
     self._steps = steps.compiled_steps(self._graphdef)
     self._weights = self._steps.split(state, self._weights_dtype)
     self.weights_version = -1  # Set by `update_weights`.
@@ -485,24 +485,6 @@ class Engine:
       hit[i] = True
       done[i] = True
     return hit
-
-
-# dtypes the sampler's weight matrices may be held in.
-WEIGHTS_DTYPES = ("float32", "bfloat16")
-
-
-def _weights_dtype(value: Any) -> str | None:
-  """The dtype name `value` asks for (None stays None: the model's own)."""
-  if value is None:
-    return None
-  try:
-    name = jnp.dtype(value).name
-  except TypeError:
-    name = None
-  if name not in WEIGHTS_DTYPES:
-    raise ValueError(f"Engine weights_dtype={value!r}: expected one of "
-                     f"{list(WEIGHTS_DTYPES)} (or None: the model's own).")
-  return name
 
 
 def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:

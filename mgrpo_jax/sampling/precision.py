@@ -1,4 +1,5 @@
-"""How far a sampler's recorded log-probs are from the float32 model's.
+"""The dtypes a sampler's weights may take, and how far its recorded
+log-probs are from the float32 model's.
 
 A sampler that holds its weights in bfloat16 (`Engine(weights_dtype=...)`)
 samples from a slightly different policy than the float32 learner scores.
@@ -19,6 +20,23 @@ import numpy as np
 from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder
+
+# dtypes a sampler's weight matrices may be held in (`Engine(weights_dtype)`).
+WEIGHTS_DTYPES = ("float32", "bfloat16")
+
+
+def weights_dtype_name(value) -> str | None:
+  """The dtype name `value` asks for (None stays None: the model's own)."""
+  if value is None:
+    return None
+  try:
+    name = jnp.dtype(value).name
+  except TypeError:
+    name = None
+  if name not in WEIGHTS_DTYPES:
+    raise ValueError(f"Engine weights_dtype={value!r}: expected one of "
+                     f"{list(WEIGHTS_DTYPES)} (or None: the model's own).")
+  return name
 
 
 def logp_gap(model: Decoder, prompts: Sequence[Sequence[int]],

@@ -27,7 +27,7 @@ from mgrpo_jax.runtime import meshes
 from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
-from mgrpo_jax.sampling.engine import WEIGHTS_DTYPES
+from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
 from mgrpo_jax.train.learner import LearnerConfig
 
 TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
