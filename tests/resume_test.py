@@ -1,4 +1,4 @@
-"""Exact resume in every mode: a run SIGKILLed 3 steps past its last
+"""Exact resume in every mode: a run SIGKILLed 2 steps past its last
 checkpoint resumes and logs every figure an uninterrupted run logs; a
 finished run extended (train.steps raised) continues exactly."""
 
@@ -11,8 +11,8 @@ from trainer_test_utils import (assert_same_figures, by_step, sigkill_after,
 from mgrpo_jax.train import trainer
 from mgrpo_jax.runtime.metrics import MetricsWriter
 
-STEPS = 8
-EVERY = 4  # Checkpoints at 4 and 8: killed after step 7 is 3 past one.
+STEPS = 6
+EVERY = 3  # Checkpoints at 3 and 6: killed after step 5 is 2 past one.
 
 MODES = {
     "mgrpo_one_step_beta": dict(mode="mgrpo", staleness="one_step",
@@ -76,7 +76,7 @@ def check_resume(tmp_path, monkeypatch, cache, mode):
   return expected
 
 
-def test_sigkill_three_steps_past_a_checkpoint_resumes_exactly(
+def test_sigkill_two_steps_past_a_checkpoint_resumes_exactly(
     tmp_path, monkeypatch, cache):
   """M-GRPO with one_step staleness and a KL term: the resume needs a sub
   weight version older than the newest (kept by the store because the
