@@ -147,9 +147,9 @@ def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_results():
   shared, unshared = _engine(), _engine(share_prefixes=False)
   a = shared.generate(prompts, params, jax.random.key(3))
   b = unshared.generate(prompts, params, jax.random.key(3))
-  # The system prompt once (20), q0 but its last token once (4), each row's
-  # pending rest: q0's last token three times, q1's 7 tokens once.
-  assert shared.prefilled_tokens == 20 + 4 + 3 + 7
+  # The system prompt once (20), the rest of q0 once (5: its three rows
+  # sample after it), q1's rest (7).
+  assert shared.prefilled_tokens == 20 + 5 + 7
   assert unshared.prefilled_tokens == 3 * 25 + 27
   assert [r.tokens for r in a] == [r.tokens for r in b]
   for r, s in zip(a, b):

@@ -20,13 +20,17 @@ def test_share_plan_groups_equal_prompts_and_finds_the_common_prefix():
   q1, q2 = system + [1, 2, 3], system + [4, 5]
   prompts = [q1 + [7], q2 + [8], q1 + [9], q1 + [7], [50, 51]]
   plan = share_plan(prompts, min_common=16)
-  # Equal but for the last token: one group (its first row prefills it).
-  assert plan.groups == [[0, 2, 3], [1], [4]]
+  # Equal prompts: one group (its first row prefills it); a different last
+  # token is another prompt.
+  assert plan.groups == [[0, 3], [1], [2], [4]]
   assert plan.common == 0  # [50, 51] shares nothing with the others.
   plan = share_plan(prompts[:4], min_common=16)
   assert plan.common == 20
   assert share_plan(prompts[:4], min_common=21).common == 0
-  assert share_plan([q1 + [7], q1 + [9]], min_common=1).common == 0  # one group
+  assert share_plan([q1 + [7], q1 + [9]], min_common=1).common == 23
+  assert share_plan([q1, q1], min_common=1) == ([[0, 1]], 0)  # one group
+  # The common prefix leaves every group a token to prefill.
+  assert share_plan([system, system + [1]], min_common=1).common == 19
 
 
 def test_common_prefix():

@@ -36,7 +36,8 @@ from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
 from mgrpo_jax.runtime.buckets import power_of_two
-from mgrpo_jax.sampling import generation, precision, prefill, steps
+from mgrpo_jax.sampling import (generation, precision, prefill, steps,
+                                stop_strings)
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 DecodeFn = Callable[[list[int]], str]
@@ -270,27 +271,29 @@ class Engine:
     sampling = self._sampling(params)
     prefill_key = jax.random.fold_in(key, 0)
 
-    # Prefill the pending tokens (prompt prefixes that rows share once, the
-    # rest in calls grouped by length); sample each row's first new token.
-    if self.share_prefixes:
-      self._share_prefixes(convs, sampling, prefill_key)
-    pending = [c.tokens[c.cached:] for c in convs]
+    # Prefill the pending tokens (what rows share once, the rest in calls
+    # grouped by length); sample each row's first new token.
     first = np.zeros(b, np.int32)
     first_lp = np.zeros(b, np.float32)
+    if self.share_prefixes:
+      self._share_prefixes(convs, sampling, prefill_key, first, first_lp)
+    todo = [i for i, c in enumerate(convs) if c.cached < len(c.tokens)]
+    pending = [convs[i].tokens[convs[i].cached:] for i in todo]
     for group in prefill.plan_calls([len(p) for p in pending],
-                                       self.min_prompt_bucket,
-                                       self.max_conversations):
-      first[group], first_lp[group] = self._prefill(
-          [convs[i] for i in group], [pending[i] for i in group], group,
-          sampling, prefill_key)
+                                    self.min_prompt_bucket,
+                                    self.max_conversations):
+      rows = [todo[j] for j in group]
+      first[rows], first_lp[rows] = self._prefill(
+          [convs[i] for i in rows], [pending[j] for j in group], sampling,
+          prefill_key, rows)
     generated = [[int(first[i])] if budget[i] > 0 else [] for i in range(b)]
     logprobs = [[float(first_lp[i])] if budget[i] > 0 else []
                 for i in range(b)]
     stop_ids = set(params.stop_token_ids)
     done = np.array([not g or g[-1] in stop_ids or len(g) >= budget[i]
                      for i, g in enumerate(generated)])
-    by_string = self._check_strings(generated, logprobs, [0] * b, done,
-                                    params, decode_text)
+    by_string = stop_strings.truncate(generated, logprobs, [0] * b, done,
+                                      params.stop_strings, decode_text)
 
     # Decode in chunks until every row is done; each chunk runs only the
     # rows still live (finished rows leave the batch, whose bucket shrinks).
@@ -323,8 +326,9 @@ class Engine:
         generated[i].extend(int(x) for x in toks[j, :n])
         logprobs[i].extend(float(x) for x in lps[j, :n])
         done[i] = new_done[j]
-      by_string |= self._check_strings(generated, logprobs, count_all, done,
-                                       params, decode_text)
+      by_string |= stop_strings.truncate(generated, logprobs, count_all,
+                                         done, params.stop_strings,
+                                         decode_text)
 
     results = []
     for i, (conv_id, c) in enumerate(zip(conv_ids, convs)):
@@ -364,11 +368,13 @@ class Engine:
     return out
 
   def _prefill(self, convs: list[_Conversation], pending: list[list[int]],
-               draws: Sequence[int], sampling: generation.Sampling,
-               key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+               sampling: generation.Sampling, key: jax.Array,
+               draws: Sequence[int], sources: Sequence[int] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Writes each conversation's `pending` tokens (at least one each) at
-    its next positions; returns the tokens sampled after them and their
-    log-probs, row i drawing with `draws[i]`."""
+    its next positions; returns tokens sampled after them and their
+    log-probs: draw m samples after conversation `sources[m]` (default: one
+    draw per conversation, in order) with `draws[m]`."""
     n = len(convs)
     bp = self._rows(n)
     pad = [0] * (bp - n)
@@ -380,15 +386,20 @@ class Engine:
     start = [c.cached for c in convs] + pad
     length = list(map(len, pending)) + pad
     window = self._window(max(s + l for s, l in zip(start, length)))
+    sources = list(range(n)) if sources is None else list(sources)
+    # Draws pad to max_conversations: a prefill shape is one program
+    # whatever its fan-out (logits of a few more rows cost little).
+    m = len(draws)
+    fill = [0] * (self.max_conversations - m)
     self._cache, first, first_lp = self._steps.prefill(
         self.config, self._dtype, window, self._weights, self._cache,
         np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
-        np.array(length, np.int32), np.array(list(draws) + pad, np.int32),
-        sampling, key)
+        np.array(length, np.int32), np.array(sources + fill, np.int32),
+        np.array(list(draws) + fill, np.int32), sampling, key)
     for c, p in zip(convs, pending):
       c.cached += len(p)
     self.prefilled_tokens += sum(length)
-    return np.asarray(first)[:n], np.asarray(first_lp)[:n]
+    return np.asarray(first)[:m], np.asarray(first_lp)[:m]
 
   def _copy(self, sources: list[_Conversation],
             targets: list[_Conversation], slots: int) -> None:
@@ -401,41 +412,43 @@ class Engine:
         np.array([c.row for c in targets] + pad, np.int32))
 
   def _share_prefixes(self, convs: list[_Conversation],
-                      sampling: generation.Sampling, key: jax.Array) -> None:
+                      sampling: generation.Sampling, key: jax.Array,
+                      first: np.ndarray, first_lp: np.ndarray) -> None:
     """Prefills once what new conversations of one call share, and copies it.
 
     Two levels: the prefix common to every distinct new prompt (a system
     prompt, at least `min_prompt_bucket` tokens), then each prompt that
-    several rows hold (a group of rollouts of one question), up to its last
-    token. A prompt's last token stays pending, so every row samples its
-    own first token in the main prefill. The keys and values are those the
-    rows would compute themselves (up to float32 rounding of another batch
-    shape).
+    several rows hold (a group of rollouts of one question): its first row
+    prefills it whole, every row of the group samples its first token after
+    it (into `first` / `first_lp`, drawing with its index in `convs`, as it
+    would alone), and the others get a copy of its keys and values. Those
+    are the ones the rows would compute themselves, up to float32 rounding
+    of another batch shape.
     """
-    fresh = [c for c in convs if c.cached == 0 and len(c.tokens) > 1]
-    plan = prefill.share_plan([c.tokens for c in fresh],
+    fresh = [i for i, c in enumerate(convs) if c.cached == 0]
+    plan = prefill.share_plan([convs[i].tokens for i in fresh],
                               self.min_prompt_bucket)
-    groups = [[fresh[i] for i in g] for g in plan.groups]
-    heads = [g[0] for g in groups]
+    heads = [convs[fresh[g[0]]] for g in plan.groups]
     if plan.common:
-      self._prefill([heads[0]], [heads[0].tokens[:plan.common]], [0],
-                    sampling, key)
+      self._prefill([heads[0]], [heads[0].tokens[:plan.common]], sampling,
+                    key, [0])
       self._copy([heads[0]] * (len(heads) - 1), heads[1:], plan.common)
       for h in heads[1:]:
         h.cached = plan.common
-    shared = [g for g in groups if len(g) > 1]
+    shared = [[fresh[j] for j in g] for g in plan.groups if len(g) > 1]
     if not shared:
       return
-    todo = [g[0] for g in shared if g[0].cached < len(g[0].tokens) - 1]
-    if todo:
-      self._prefill(todo, [h.tokens[h.cached:-1] for h in todo],
-                    range(len(todo)), sampling, key)
-    self._copy([g[0] for g in shared for _ in g[1:]],
-               [c for g in shared for c in g[1:]],
-               max(len(g[0].tokens) for g in shared))
+    leads = [convs[g[0]] for g in shared]
+    rows = [i for g in shared for i in g]
+    first[rows], first_lp[rows] = self._prefill(
+        leads, [c.tokens[c.cached:] for c in leads], sampling, key, rows,
+        [j for j, g in enumerate(shared) for _ in g])
+    self._copy([convs[g[0]] for g in shared for _ in g[1:]],
+               [convs[i] for g in shared for i in g[1:]],
+               max(len(c.tokens) for c in leads))
     for g in shared:
-      for c in g[1:]:
-        c.cached = g[0].cached
+      for i in g[1:]:
+        convs[i].cached = convs[g[0]].cached
 
   def _rows(self, n: int) -> int:
     """Rows a call of n conversations is padded to."""
@@ -462,36 +475,8 @@ class Engine:
                        "call.")
     return fn.decode if hasattr(fn, "decode") else fn
 
-  def _check_strings(self, generated: list[list[int]],
-                     logprobs: list[list[float]], before: Sequence[int],
-                     done: np.ndarray, params: SamplingParams,
-                     decode_text: DecodeFn | None) -> np.ndarray:
-    """Truncates rows whose text gained a stop string; marks them done.
-
-    Only rows that were live and produced tokens after index `before[i]`
-    are checked; a hit keeps tokens up to the one completing the string.
-    Returns bool [len(generated)]: rows stopped by a string now.
-    """
-    hit = np.zeros(len(generated), bool)
-    if decode_text is None:
-      return hit
-    for i, g in enumerate(generated):
-      if len(g) <= before[i] or not _has_stop(decode_text(g), params):
-        continue
-      for n in range(before[i] + 1, len(g) + 1):
-        if _has_stop(decode_text(g[:n]), params):
-          del g[n:], logprobs[i][n:]
-          break
-      hit[i] = True
-      done[i] = True
-    return hit
-
 
 def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:
   """Tree structure and leaf (shape, dtype) of a model state."""
   leaves = [(jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(state)]
   return jax.tree.structure(state), leaves
-
-
-def _has_stop(text: str, params: SamplingParams) -> bool:
-  return any(s in text for s in params.stop_strings)

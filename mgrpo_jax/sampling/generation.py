@@ -68,17 +68,18 @@ def scatter_window(cache: KVCache, rows_B: jax.Array, win: forward.Window,
 def prefill(config: ModelConfig, dtype, window: int,
             weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
             tokens_BxT: jax.Array,
-            start_B: jax.Array, length_B: jax.Array, draw_B: jax.Array,
-            sampling: Sampling,
+            start_B: jax.Array, length_B: jax.Array, source_M: jax.Array,
+            draw_M: jax.Array, sampling: Sampling,
             key: jax.Array) -> tuple[KVCache, jax.Array, jax.Array]:
-  """Writes each row's new tokens and samples the token that follows them.
+  """Writes each row's new tokens and samples tokens that follow them.
 
   Row b's tokens_BxT[b, :length_B[b]] go to positions [start, start +
   length); the rest of the row is padding (its positions are pushed out of
   the window, so it writes nothing). Logits are computed only at each row's
-  last new token, row b drawing with fold_in(key, draw_B[b]). Returns
-  (cache, next tokens [B], their log-probs [B]); rows with length 0 return
-  garbage to be ignored.
+  last new token. Draw m samples after row source_M[m]'s last token with
+  fold_in(key, draw_M[m]): several draws may sample after one row (rollouts
+  of one prompt, prefilled once). Returns (cache, tokens [M], their
+  log-probs [M]); draws of a row with length 0 return garbage to be ignored.
   """
   t = tokens_BxT.shape[1]
   offsets_T = jnp.arange(t)
@@ -89,10 +90,10 @@ def prefill(config: ModelConfig, dtype, window: int,
                                        positions_BxT, win)
   last_B = jnp.maximum(length_B - 1, 0)
   h_BxD = jnp.take_along_axis(h_BxTxD, last_B[:, None, None], axis=1)[:, 0]
-  tokens_B, logprobs_B = sample_tokens(
-      forward.logits(dtype, weights, h_BxD), key, sampling.temperature,
-      sampling.top_k, sampling.top_p, draw_B)
-  return scatter_window(cache, rows_B, win), tokens_B, logprobs_B
+  tokens_M, logprobs_M = sample_tokens(
+      forward.logits(dtype, weights, h_BxD[source_M]), key,
+      sampling.temperature, sampling.top_k, sampling.top_p, draw_M)
+  return scatter_window(cache, rows_B, win), tokens_M, logprobs_M
 
 
 def copy_rows(cache: KVCache, src_B: jax.Array, dst_B: jax.Array,

@@ -12,22 +12,23 @@ from mgrpo_jax.runtime.buckets import power_of_two
 
 class SharePlan(NamedTuple):
   """How new conversations of one call share their prompts' prefill."""
-  groups: list[list[int]]  # Rows with one prompt (all but its last token
-                           # equal); each group's first row prefills it.
+  groups: list[list[int]]  # Rows with one prompt; each group's first row
+                           # prefills it, every row samples after it.
   common: int  # Leading tokens every group's prompt starts with (0: none
                # worth sharing); prefilled once for all groups.
 
 
 def share_plan(prompts: list[list[int]], min_common: int) -> SharePlan:
-  """Groups prompts (each of 2+ tokens) that are equal but for their last
-  token, and finds the prefix all groups share if it has at least
-  `min_common` tokens. A prompt's last token is never shared: each row
-  samples its own first token after it."""
+  """Groups equal prompts (each of 1+ tokens), and finds the prefix all
+  groups share if it has at least `min_common` tokens. The common prefix
+  stops short of the shortest prompt's end: each group's first row still
+  has a token to prefill, after which its rows sample."""
   groups: dict[tuple[int, ...], list[int]] = {}
   for i, p in enumerate(prompts):
-    groups.setdefault(tuple(p[:-1]), []).append(i)
+    groups.setdefault(tuple(p), []).append(i)
   heads = [list(key) for key in groups]
-  common = common_prefix(heads) if len(heads) > 1 else 0
+  common = (min(common_prefix(heads), min(map(len, heads)) - 1)
+            if len(heads) > 1 else 0)
   return SharePlan(list(groups.values()),
                    common if common >= min_common else 0)
 
