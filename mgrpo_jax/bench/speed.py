@@ -50,7 +50,9 @@ def _median_seconds(fn, repeats: int) -> float:
 
 
 def ours_generate(engine: Engine, prompts: list[list[int]], new_tokens: int,
-                  repeats: int) -> dict[str, float]:
+                  repeats: int) -> tuple[dict[str, float], list]:
+  """Our engine's figures, and the untimed first call's results (temperature
+  1, key 0), whose log-probs give the bfloat16 option's gap."""
   params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
   start = time.perf_counter()
   out = engine.generate(prompts, params, jax.random.key(0))  # compiles
@@ -59,16 +61,7 @@ def ours_generate(engine: Engine, prompts: list[list[int]], new_tokens: int,
   seconds = _median_seconds(
       lambda: engine.generate(prompts, params, jax.random.key(1)), repeats)
   return {"seconds": seconds, "warmup_seconds": warmup,
-          "tokens_per_second": len(prompts) * new_tokens / seconds}
-
-
-def bfloat16_gap(model, engine: Engine, prompts: list[list[int]],
-                 new_tokens: int) -> dict[str, float]:
-  """The log-prob gap of `engine`'s samples (temperature 1) to the float32
-  model's scores of the same tokens (`sampling.precision.logp_gap`)."""
-  params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
-  out = engine.generate(prompts, params, jax.random.key(2))
-  return precision.logp_gap(model, prompts, out)
+          "tokens_per_second": len(prompts) * new_tokens / seconds}, out
 
 
 def torch_generate(hf_model, prompts: list[list[int]], new_tokens: int,
@@ -163,14 +156,15 @@ def main(argv):
                            (batch, _PROMPT_LEN.value)).tolist()
     cache_len = _PROMPT_LEN.value + _NEW_TOKENS.value
     engine = Engine(model, max_conversations=batch, cache_len=cache_len)
-    ours = ours_generate(engine, prompts, _NEW_TOKENS.value, _REPEATS.value)
+    ours, _ = ours_generate(engine, prompts, _NEW_TOKENS.value,
+                            _REPEATS.value)
     del engine
     engine = Engine(model, max_conversations=batch, cache_len=cache_len,
                     weights_dtype="bfloat16")
-    rounded = ours_generate(engine, prompts, _NEW_TOKENS.value,
-                            _REPEATS.value)
-    rounded["logp_gap"] = bfloat16_gap(model, engine, prompts,
-                                       _NEW_TOKENS.value)
+    rounded, samples = ours_generate(engine, prompts, _NEW_TOKENS.value,
+                                     _REPEATS.value)
+    # The gap of its samples to the float32 model's scores of the same tokens.
+    rounded["logp_gap"] = precision.logp_gap(model, prompts, samples)
     del engine
     theirs = torch_generate(hf_model, prompts, _NEW_TOKENS.value,
                             _REPEATS.value)

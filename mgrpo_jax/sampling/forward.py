@@ -22,8 +22,8 @@ import jax.numpy as jnp
 
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import (Decoder, attention, finish_layer,
-                                      layer_param_names, project_qkv, rms_norm,
-                                      rope_inverse_frequencies)
+                                      layer_param_names, matmul, project_qkv,
+                                      rms_norm, rope_inverse_frequencies)
 
 
 class Weights(NamedTuple):
@@ -100,8 +100,4 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
 def logits(dtype, weights: Weights, h_BxD: jax.Array) -> jax.Array:
   """Vocabulary logits [..., V] in float32, as `Decoder.logits`."""
   w = weights.embed.T if weights.lm_head is None else weights.lm_head
-  if jnp.finfo(w.dtype).bits < jnp.finfo(dtype).bits:
-    h_BxD = h_BxD.astype(w.dtype)
-  else:
-    w = w.astype(dtype)
-  return jnp.dot(h_BxD, w, preferred_element_type=jnp.float32)
+  return matmul(h_BxD, w, dtype, out=jnp.float32)
