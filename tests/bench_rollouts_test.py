@@ -26,3 +26,14 @@ def test_batched_and_sequential_write_the_same_rollouts(tmp_path,
   assert result["batched"]["generated_tokens"] == result["sequential"][
       "generated_tokens"] > 0
   assert result["speedup"] > 0
+  for mode in ("batched", "sequential"):
+    e, r = result[mode]["engine"], result[mode]
+    # The engines' steps ran inside the timed run, and padding only adds.
+    assert 0 < e["prefill_seconds"] + e["copy_seconds"] + e[
+        "decode_seconds"] <= r["seconds"]
+    assert 0 < e["prefilled_tokens"] <= e["prefill_slots"]
+    assert e["decoded_rows"] > 0
+  # One row at a time never pads rows nor shares a prompt between rows.
+  assert result["sequential"]["engine"]["copy_seconds"] == 0
+  assert (result["batched"]["engine"]["prefilled_tokens"]
+          < result["sequential"]["engine"]["prefilled_tokens"])

@@ -151,6 +151,13 @@ def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_results():
   # sample after it), q1's rest (7).
   assert shared.prefilled_tokens == 20 + 5 + 7
   assert unshared.prefilled_tokens == 3 * 25 + 27
+  # Padded slots: the system prompt [1, 32], then q0's rest (its three rows
+  # sample after it) and q1's rest, [1, 16] each; unshared, one [4, 32].
+  assert shared.prefill_slots == 32 + 2 * 16
+  assert unshared.prefill_slots == 4 * 32
+  assert shared.seconds["copy"] > 0 == unshared.seconds["copy"]
+  assert min(shared.seconds.values()) >= 0
+  assert unshared.seconds["prefill"] > 0 and unshared.seconds["decode"] > 0
   assert [r.tokens for r in a] == [r.tokens for r in b]
   for r, s in zip(a, b):
     np.testing.assert_allclose(r.logprobs, s.logprobs, **logprob_tolerance(

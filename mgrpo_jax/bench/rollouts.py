@@ -9,7 +9,9 @@ questions twice: "batched" lets every agent keep all its conversations live
 (questions x rollouts main rows, as many sub rows), "sequential" gives each
 agent one row, so conversations run one after another through the same
 controller and engine code. Reported: generated tokens, wall seconds,
-generated tokens per second, sampler calls, and the speed-up. Each mode
+generated tokens per second, sampler calls, the speed-up, and where the
+engines' time went (seconds in prefill, prefix copies and decode; tokens
+prefilled and the slots their calls were padded to). Each mode
 first runs untimed (compilation: batched on the same questions, sequential
 on two of them, its shapes being batch 1 throughout), then timed.
 """
@@ -65,8 +67,13 @@ def _run(mode, config, model, tok, backend, tasks, k, warmup):
     controller.run(*warmup, jax.random.key(0))
     print(f"  {mode}: warm-up took {time.perf_counter() - start:.1f} s",
           flush=True)
+  engines = list({id(a.policy): a.policy
+                  for a in controller.agents.values()}.values())
+  before = _engine_counts(engines)
   run = roll_out(controller, tasks, k, jax.random.key(0),
                  reward_weights("mgrpo"))
+  engine = {name: value - before[name]
+            for name, value in _engine_counts(engines).items()}
   seconds = run.figures["seconds"]
   print(f"  {mode}: timed run took {seconds:.1f} s", flush=True)
   rollouts = run.rollouts
@@ -76,8 +83,20 @@ def _run(mode, config, model, tok, backend, tasks, k, warmup):
             "seconds": seconds,
             "tokens_per_second": run.figures["tokens_per_second"],
             "sampler_calls": dict(controller.calls),
-            "delegations": delegations}
+            "delegations": delegations, "engine": engine}
   return result, rollouts
+
+
+def _engine_counts(engines) -> dict[str, float]:
+  """Where the engines' time went so far (summed over the engines):
+  seconds in prefill, prefix copies and decode; tokens prefilled, the
+  slots their calls padded them to, and decode rows x chunks."""
+  counts = {f"{kind}_seconds": sum(e.seconds[kind] for e in engines)
+            for kind in ("prefill", "copy", "decode")}
+  counts["prefilled_tokens"] = sum(e.prefilled_tokens for e in engines)
+  counts["prefill_slots"] = sum(e.prefill_slots for e in engines)
+  counts["decoded_rows"] = sum(e.decoded_rows for e in engines)
+  return counts
 
 
 def compare(*, model: str | None = None, questions: int = 8,
@@ -124,6 +143,15 @@ def main(argv):
           f"{r['sampler_calls']}")
   print(f"speed-up (tokens/s, batched / sequential): {result['speedup']:.2f}x"
         " (target >= 4x at 32 concurrent rollouts)")
+  print(f"\n{'mode':<11}{'prefill s':>10}{'copy s':>8}{'decode s':>10}"
+        f"{'prefilled':>11}{'padded to':>11}{'decode rows':>13}")
+  for r in (result["batched"], result["sequential"]):
+    e = r["engine"]
+    print(f"{r['mode']:<11}{e['prefill_seconds']:>10.1f}"
+          f"{e['copy_seconds']:>8.1f}{e['decode_seconds']:>10.1f}"
+          f"{e['prefilled_tokens']:>11.0f}{e['prefill_slots']:>11.0f}"
+          f"{e['decoded_rows']:>13.0f}")
+  print("(decode rows: the batch rows of every decode chunk, padding in)")
   out = pathlib.Path(_JSON.value)
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text(json.dumps(result, indent=2) + "\n")

@@ -27,6 +27,7 @@ Typical use by a rollout controller::
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -112,7 +113,10 @@ class Engine:
     self.decode_fn = decode_fn
     self.share_prefixes = share_prefixes
     self.prefilled_tokens = 0  # Tokens fed through prefill, padding aside.
+    self.prefill_slots = 0  # Rows x length of every prefill call, padding in.
     self.decoded_rows = 0  # Batch rows of every decode chunk, padding in.
+    # Wall seconds in each kind of jitted step, the wait for results in.
+    self.seconds = {"prefill": 0.0, "copy": 0.0, "decode": 0.0}
     self._dtype = model.dtype
     self._graphdef, state = nnx.split(model)
     self._param_shapes = _describe(state)
@@ -311,6 +315,7 @@ class Engine:
       position = padded(prior + count_all - 1, self.cache_len)
       live_end = int(position[:len(live)].max()) + self.chunk_steps
       self.decoded_rows += bp
+      start = time.perf_counter()
       self._cache, out = self._steps.decode(
           self.config, self._dtype, self._window(live_end), self.chunk_steps,
           self._weights, self._cache,
@@ -321,6 +326,7 @@ class Engine:
       toks, lps, new_count, new_done = (
           np.asarray(out.tokens_BxN), np.asarray(out.logprobs_BxN),
           np.asarray(out.count_B), np.asarray(out.done_B))
+      self.seconds["decode"] += time.perf_counter() - start
       for j, i in enumerate(live):
         n = int(new_count[j] - count[j])
         generated[i].extend(int(x) for x in toks[j, :n])
@@ -391,25 +397,31 @@ class Engine:
     # whatever its fan-out (logits of a few more rows cost little).
     m = len(draws)
     fill = [0] * (self.max_conversations - m)
+    begin = time.perf_counter()
     self._cache, first, first_lp = self._steps.prefill(
         self.config, self._dtype, window, self._weights, self._cache,
         np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
         np.array(length, np.int32), np.array(sources + fill, np.int32),
         np.array(list(draws) + fill, np.int32), sampling, key)
+    first, first_lp = np.asarray(first)[:m], np.asarray(first_lp)[:m]
+    self.seconds["prefill"] += time.perf_counter() - begin
     for c, p in zip(convs, pending):
       c.cached += len(p)
     self.prefilled_tokens += sum(length)
-    return np.asarray(first)[:m], np.asarray(first_lp)[:m]
+    self.prefill_slots += bp * t
+    return first, first_lp
 
   def _copy(self, sources: list[_Conversation],
             targets: list[_Conversation], slots: int) -> None:
     """Slots [0, slots) of each source row copied into its target row."""
     bp = self._rows(len(targets))
     pad = [self.max_conversations] * (bp - len(targets))
-    self._cache = self._steps.copy(
+    start = time.perf_counter()
+    self._cache = jax.block_until_ready(self._steps.copy(
         self._window(slots), self._cache,
         np.array([c.row for c in sources] + pad, np.int32),
-        np.array([c.row for c in targets] + pad, np.int32))
+        np.array([c.row for c in targets] + pad, np.int32)))
+    self.seconds["copy"] += time.perf_counter() - start
 
   def _share_prefixes(self, convs: list[_Conversation],
                       sampling: generation.Sampling, key: jax.Array,
