@@ -9,10 +9,10 @@ float32 weights and with the engine's bfloat16 weights option
 float32 accumulation and activations); separately its layer matmuls alone
 and the vocabulary projection, each both ways, and token sampling.
 (An earlier attempt, a bfloat16 *model*, whose activations are bfloat16 and
-whose dots return bfloat16, was slower than float32 on an AMD EPYC, 76
-against 50 ms at batch 8: XLA's CPU backend converts the operands and
-results of such dots around a float32 kernel. A bfloat16 x bfloat16 dot
-that accumulates in float32 runs without those conversions.)
+whose dots return bfloat16, was slower than float32 on an AMD EPYC, in a
+script not kept: XLA's CPU backend converts the operands and results of
+such dots around a float32 kernel. A bfloat16 x bfloat16 dot that
+accumulates in float32 runs without those conversions.)
 """
 
 from __future__ import annotations
