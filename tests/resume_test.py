@@ -76,8 +76,6 @@ def check_resume(tmp_path, monkeypatch, cache, mode):
   return expected
 
 
-@pytest.mark.slow  # ~80 s on 2 cores: it kept the default run over 15 min;
-# trainer_test's SIGKILL right after a checkpoint stays in the default run.
 def test_sigkill_two_steps_past_a_checkpoint_resumes_exactly(
     tmp_path, monkeypatch, cache):
   """M-GRPO with one_step staleness and a KL term: the resume needs a sub
