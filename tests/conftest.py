@@ -24,8 +24,13 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 # Tests compile the same programs more than once (a run, then the same run
 # again to check determinism); a per-session persistent cache compiles once.
+# Its folder is exported too, so the runs tests start as child processes
+# (launch scripts, two-process runs, killed-and-resumed runs, notebooks)
+# load what the session compiled instead of compiling it cold
+# (enable_compilation_cache lets JAX_COMPILATION_CACHE_DIR win).
 _CACHE = tempfile.mkdtemp(prefix="mgrpo_jax_test_xla_cache_")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 

@@ -114,12 +114,19 @@ def test_compilation_cache_lives_under_the_cache_root(tmp_path, monkeypatch):
   before = (jax.config.jax_compilation_cache_dir,
             jax.config.jax_persistent_cache_min_compile_time_secs)
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path))
+  monkeypatch.delenv(loading.JAX_CACHE_ENV, raising=False)
   try:
     path = loading.enable_compilation_cache()
     assert path == tmp_path / "xla"
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xla")
     assert jax.config.jax_persistent_cache_min_compile_time_secs == (
         loading.MIN_CACHED_COMPILE_SECONDS) < 0.8  # the tiny decode steps
+    # jax's own variable wins over the cache root; an argument over both.
+    monkeypatch.setenv(loading.JAX_CACHE_ENV, str(tmp_path / "shared"))
+    assert loading.enable_compilation_cache() == tmp_path / "shared"
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "shared")
+    assert loading.enable_compilation_cache(tmp_path / "mine") == (
+        tmp_path / "mine" / "xla")
   finally:
     jax.config.update("jax_compilation_cache_dir", before[0])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])

@@ -103,6 +103,7 @@ register(NamedModel(
 # Compilations quicker than this are not written to the persistent cache
 # (eager ops' one-op programs: loading them would save next to nothing).
 MIN_CACHED_COMPILE_SECONDS = 0.1
+JAX_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"  # jax's own; wins when set.
 
 
 def enable_compilation_cache(cache_dir: str | os.PathLike | None = None
@@ -113,8 +114,14 @@ def enable_compilation_cache(cache_dir: str | os.PathLike | None = None
 
   Every program that took at least MIN_CACHED_COMPILE_SECONDS to compile is
   kept: jax's default (1 s) left out the tiny model's decode steps (~0.8 s
-  each), which every run of the default config then compiled again."""
-  path = cache_root(cache_dir) / "xla"
+  each), which every run of the default config then compiled again.
+
+  Without `cache_dir`, jax's own JAX_COMPILATION_CACHE_DIR wins when set, so
+  a folder chosen for several processes (a shared disk on a TPU VM pod, a
+  test session and its child runs) is kept."""
+  chosen = os.environ.get(JAX_CACHE_ENV, "")
+  path = (pathlib.Path(chosen) if chosen and cache_dir is None
+          else cache_root(cache_dir) / "xla")
   jax.config.update("jax_compilation_cache_dir", str(path))
   jax.config.update("jax_persistent_cache_min_compile_time_secs",
                     MIN_CACHED_COMPILE_SECONDS)
