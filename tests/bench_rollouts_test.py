@@ -33,7 +33,11 @@ def test_batched_and_sequential_write_the_same_rollouts(tmp_path,
         "decode_seconds"] <= r["seconds"]
     assert 0 < e["prefilled_tokens"] <= e["prefill_slots"]
     assert e["decoded_rows"] > 0
-  # One row at a time never pads rows nor shares a prompt between rows.
+  # One row at a time never pads rows nor shares a prompt between rows;
+  # batched decode reads the system prompt once for all rows (cascade),
+  # and still writes the same tokens (above).
   assert result["sequential"]["engine"]["copy_seconds"] == 0
+  assert result["sequential"]["engine"]["cascade_chunks"] == 0
+  assert result["batched"]["engine"]["cascade_chunks"] > 0
   assert (result["batched"]["engine"]["prefilled_tokens"]
           < result["sequential"]["engine"]["prefilled_tokens"])

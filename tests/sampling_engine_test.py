@@ -169,6 +169,29 @@ def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_results():
   assert many[1].tokens == _naive_greedy(q0, 12)[0]
 
 
+def test_decode_reads_a_prefix_every_row_shares_once():
+  system = _prompt(40, seed=60)  # Slots [0, 32) read once (16-token steps).
+  prompts = [system + _prompt(n, seed=61 + n) for n in (3, 9, 5)]
+  on, off = _engine(), _engine(cascade=False)
+  for params in (GREEDY, SamplingParams(temperature=1.0, max_new_tokens=12)):
+    a = on.generate(prompts, params, jax.random.key(5))
+    b = off.generate(prompts, params, jax.random.key(5))
+    assert [r.tokens for r in a] == [r.tokens for r in b]
+    for prompt, r, s in zip(prompts, a, b):
+      np.testing.assert_allclose(r.logprobs, s.logprobs, **logprob_tolerance(
+          _model(), [prompt + s.tokens]))
+  assert on.cascade_chunks > 0 == off.cascade_chunks
+  for prompt, r in zip(prompts, on.generate(prompts, GREEDY,
+                                            jax.random.key(0))):
+    assert r.tokens == _naive_greedy(prompt, 12)[0]
+  # One row, or rows that share less than a window, read their own slots.
+  chunks = on.cascade_chunks
+  on.generate(prompts[:1], GREEDY, jax.random.key(0))
+  on.generate([_prompt(40, seed=70), _prompt(40, seed=71)], GREEDY,
+              jax.random.key(0))
+  assert on.cascade_chunks == chunks
+
+
 def test_rows_that_finish_leave_the_batch_and_others_keep_their_draws():
   engine = _engine(cache_len=96, chunk_steps=4)
   params = SamplingParams(temperature=1.0, max_new_tokens=20)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from mgrpo_jax.runtime.buckets import power_of_two
-from mgrpo_jax.sampling.prefill import common_prefix, plan_calls, share_plan
+from mgrpo_jax.sampling.prefill import (cascade_prefix, common_prefix,
+                                        plan_calls, share_plan)
 
 
 def _cost(calls, lengths, min_bucket, max_rows, call_cost=32):
@@ -31,6 +32,17 @@ def test_share_plan_groups_equal_prompts_and_finds_the_common_prefix():
   assert share_plan([q1, q1], min_common=1) == ([[0, 1]], 0)  # one group
   # The common prefix leaves every group a token to prefill.
   assert share_plan([system, system + [1]], min_common=1).common == 19
+
+
+def test_cascade_prefix_is_the_cached_common_prefix_in_whole_windows():
+  system = list(range(100, 170))  # 70 tokens every row starts with.
+  rows = [system + [1, 2], system + [3], system + [4, 5, 6]]
+  assert cascade_prefix(rows, [72, 71, 73], multiple=32) == 64
+  assert cascade_prefix(rows, [72, 40, 73], multiple=32) == 32  # cached
+  assert cascade_prefix(rows, [72, 71, 73], multiple=16) == 64
+  assert cascade_prefix(rows, [72, 71, 73], multiple=128) == 0
+  assert cascade_prefix(rows[:1], [72], multiple=32) == 0  # one row
+  assert cascade_prefix([system, [9] + system], [70, 71], multiple=1) == 0
 
 
 def test_common_prefix():

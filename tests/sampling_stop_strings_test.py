@@ -1,6 +1,7 @@
 """Tests of stop-string truncation (sampling/stop_strings.py)."""
 
 import numpy as np
+import pytest
 
 from mgrpo_jax.sampling import stop_strings
 
@@ -41,3 +42,15 @@ def test_nothing_to_check_without_strings_or_a_decoder():
                                 decode)
     assert not hit.any() and not done.any()
   assert generated == [[2, 3]]
+
+
+def test_text_decoder_takes_a_function_or_a_tokenizer():
+  class Tokenizer:
+    decode = staticmethod(_TEXT)
+
+  assert stop_strings.text_decoder(_TEXT, ("x",)) is _TEXT
+  assert stop_strings.text_decoder(Tokenizer(), ("x",))([0, 1]) == "ab"
+  assert stop_strings.text_decoder(None, ()) is None  # no strings: not needed
+  with pytest.raises(ValueError, match=r"stop_strings=\('x',\) needs a "
+                     "decode_fn"):
+    stop_strings.text_decoder(None, ("x",))

@@ -90,12 +90,14 @@ def _run(mode, config, model, tok, backend, tasks, k, warmup):
 def _engine_counts(engines) -> dict[str, float]:
   """Where the engines' time went so far (summed over the engines):
   seconds in prefill, prefix copies and decode; tokens prefilled, the
-  slots their calls padded them to, and decode rows x chunks."""
+  slots their calls padded them to, decode rows x chunks, and the chunks
+  that read a shared prefix once (cascade)."""
   counts = {f"{kind}_seconds": sum(e.seconds[kind] for e in engines)
             for kind in ("prefill", "copy", "decode")}
   counts["prefilled_tokens"] = sum(e.prefilled_tokens for e in engines)
   counts["prefill_slots"] = sum(e.prefill_slots for e in engines)
   counts["decoded_rows"] = sum(e.decoded_rows for e in engines)
+  counts["cascade_chunks"] = sum(e.cascade_chunks for e in engines)
   return counts
 
 

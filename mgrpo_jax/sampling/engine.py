@@ -68,7 +68,8 @@ class Engine:
                min_window: int = 64, min_prompt_bucket: int = 16,
                truncate_prompts: bool = False, cache_dtype: Any = None,
                weights_dtype: Any = None,
-               decode_fn: DecodeFn | Any = None, share_prefixes: bool = True):
+               decode_fn: DecodeFn | Any = None, share_prefixes: bool = True,
+               cascade: bool = True):
     """Allocates the cache and prepares (lazily compiled) jitted steps.
 
     Args:
@@ -95,6 +96,11 @@ class Engine:
         only for stop strings (may also be passed per call).
       share_prefixes: prefill a prompt prefix that new conversations of one
         call share once and copy its keys/values (`_share_prefixes`).
+      cascade: when the rows of a decode call start with the same tokens
+        (a system prompt; rounded down to a multiple of
+        `min_prompt_bucket`), read those slots once for all rows instead of
+        once per row
+        (`prefill.cascade_prefix`, `generation.decode_chunk`).
     """
     for name, value in (("max_conversations", max_conversations),
                         ("cache_len", cache_len), ("chunk_steps", chunk_steps),
@@ -112,9 +118,11 @@ class Engine:
     self.truncate_prompts = truncate_prompts
     self.decode_fn = decode_fn
     self.share_prefixes = share_prefixes
+    self.cascade = cascade
     self.prefilled_tokens = 0  # Tokens fed through prefill, padding aside.
     self.prefill_slots = 0  # Rows x length of every prefill call, padding in.
     self.decoded_rows = 0  # Batch rows of every decode chunk, padding in.
+    self.cascade_chunks = 0  # Decode chunks that read a shared prefix once.
     # Wall seconds in each kind of jitted step, the wait for results in.
     self.seconds = {"prefill": 0.0, "copy": 0.0, "decode": 0.0}
     self._dtype = model.dtype
@@ -267,12 +275,13 @@ class Engine:
       raise ValueError(f"Engine.generate_turn: conv_ids {list(conv_ids)} "
                        "repeat a conversation.")
     convs = [self._get(c) for c in conv_ids]
-    decode_text = self._decoder(decode_fn, params)
+    decode_text = stop_strings.text_decoder(
+        self.decode_fn if decode_fn is None else decode_fn, params.stop_strings)
     b = len(convs)
     prior = np.array([len(c.tokens) for c in convs], np.int32)
     budget = np.minimum(params.max_new_tokens,
                         self.cache_len - prior).astype(np.int32)
-    sampling = self._sampling(params)
+    sampling = generation.sampling_of(params)
     prefill_key = jax.random.fold_in(key, 0)
 
     # Prefill the pending tokens (what rows share once, the rest in calls
@@ -301,6 +310,10 @@ class Engine:
 
     # Decode in chunks until every row is done; each chunk runs only the
     # rows still live (finished rows leave the batch, whose bucket shrinks).
+    shared = (prefill.cascade_prefix([c.tokens for c in convs],
+                                     [c.cached for c in convs],
+                                     self.min_prompt_bucket)
+              if self.cascade else 0)
     chunk = 0
     while not done.all():
       chunk += 1
@@ -314,13 +327,16 @@ class Engine:
       last = padded([g[-1] for g in generated], 0)
       position = padded(prior + count_all - 1, self.cache_len)
       live_end = int(position[:len(live)].max()) + self.chunk_steps
+      prefix = shared if len(live) > 1 else 0
       self.decoded_rows += bp
+      self.cascade_chunks += prefix > 0
       start = time.perf_counter()
       self._cache, out = self._steps.decode(
           self.config, self._dtype, self._window(live_end), self.chunk_steps,
-          self._weights, self._cache,
-          padded([c.row for c in convs], self.max_conversations), last,
-          position, count, padded(budget, 0),
+          prefix, self._weights, self._cache,
+          padded([c.row for c in convs], self.max_conversations),
+          np.int32(convs[live[0]].row), last, position, count,
+          padded(budget, 0),
           np.arange(bp) >= len(live), padded(np.arange(b), 0), sampling,
           jax.random.fold_in(key, chunk))
       toks, lps, new_count, new_done = (
@@ -468,24 +484,6 @@ class Engine:
 
   def _window(self, live_end: int) -> int:
     return power_of_two(live_end, self.min_window, self.cache_len)
-
-  def _sampling(self, params: SamplingParams) -> generation.Sampling:
-    k = power_of_two(len(params.stop_token_ids), 8)
-    stop_ids = np.full((k,), -1, np.int32)
-    stop_ids[:len(params.stop_token_ids)] = params.stop_token_ids
-    return generation.Sampling(np.float32(params.temperature),
-                               np.int32(params.top_k),
-                               np.float32(params.top_p), stop_ids)
-
-  def _decoder(self, decode_fn, params: SamplingParams) -> DecodeFn | None:
-    fn = decode_fn if decode_fn is not None else self.decode_fn
-    if not params.stop_strings:
-      return None
-    if fn is None:
-      raise ValueError(f"SamplingParams.stop_strings={params.stop_strings!r} "
-                       "needs a decode_fn (or tokenizer) on the Engine or the "
-                       "call.")
-    return fn.decode if hasattr(fn, "decode") else fn
 
 
 def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:

@@ -35,7 +35,8 @@ class Weights(NamedTuple):
 
 
 class Window(NamedTuple):
-  """A cache window as per-layer arrays: L of [B, G, W, Dh] each."""
+  """A cache window as per-layer arrays: L of [B, G, W, Dh] each (a shared
+  prefix: L of [G, P, Dh])."""
   k: tuple[jax.Array, ...]
   v: tuple[jax.Array, ...]
 
@@ -67,34 +68,78 @@ def split_weights(model: Decoder, matrix_dtype=None) -> Weights:
 
 def hidden_states(config: ModelConfig, dtype, weights: Weights,
                   tokens_BxT: jax.Array, positions_BxT: jax.Array,
-                  window: Window) -> tuple[jax.Array, Window]:
+                  window: Window, shared: Window | None = None
+                  ) -> tuple[jax.Array, Window]:
   """Final-normed hidden states [B, T, D] and the updated window.
 
   As `Decoder.hidden_states` with a cache: the T new keys/values are written
   at slot == position (out-of-window positions dropped), and each query
-  attends over the window slots whose position is <= its own.
+  attends over the window slots whose position is <= its own. With
+  `shared` (decode only, T = 1), the first P positions are that prefix,
+  common to every row and seen by every query, and slot s of `window` holds
+  position P + s.
   """
   c = config
   dt = dtype
   b, t = tokens_BxT.shape
   slots = window.k[0].shape[2]
+  start = 0 if shared is None else shared.k[0].shape[1]
+  if shared is not None and t != 1:
+    raise ValueError(f"forward.hidden_states: a shared prefix needs one new "
+                     f"token per row (decode), got T={t}.")
   inv_freq = rope_inverse_frequencies(c)
   h = weights.embed[tokens_BxT].astype(dt)
-  visible_BxTxS = jnp.arange(slots)[None, None, :] <= positions_BxT[:, :, None]
+  slots_BxT = positions_BxT - start
+  visible_BxTxS = jnp.arange(slots)[None, None, :] <= slots_BxT[:, :, None]
   rows_B = jnp.arange(b)[:, None]
   new_k, new_v = [], []
-  for lp, cache_k, cache_v in zip(weights.layers, window.k, window.v):
+  for i, (lp, cache_k, cache_v) in enumerate(zip(weights.layers, window.k,
+                                                 window.v)):
     q, k, v = project_qkv(c, dt, lp, h, positions_BxT, inv_freq)
-    cache_k = cache_k.at[rows_B, :, positions_BxT].set(
+    cache_k = cache_k.at[rows_B, :, slots_BxT].set(
         k.astype(cache_k.dtype), mode="drop")
-    cache_v = cache_v.at[rows_B, :, positions_BxT].set(
+    cache_v = cache_v.at[rows_B, :, slots_BxT].set(
         v.astype(cache_v.dtype), mode="drop")
     new_k.append(cache_k)
     new_v.append(cache_v)
-    attn = attention(q, cache_k, cache_v, visible_BxTxS, dt)
+    if shared is None:
+      attn = attention(q, cache_k, cache_v, visible_BxTxS, dt)
+    else:
+      attn = cascade_attention(q, shared.k[i], shared.v[i], cache_k, cache_v,
+                               visible_BxTxS, dt)
     h = finish_layer(c, dt, lp, h, attn)
   h = rms_norm(h, weights.final_norm, c.rms_norm_eps)
   return h, Window(tuple(new_k), tuple(new_v))
+
+
+def cascade_attention(q_Bx1xGxRxDh: jax.Array, shared_k_GxPxDh: jax.Array,
+                      shared_v_GxPxDh: jax.Array, keys_BxGxSxDh: jax.Array,
+                      values_BxGxSxDh: jax.Array, visible_Bx1xS: jax.Array,
+                      dt) -> jax.Array:
+  """`models.decoder.attention` for one query per row over a prefix every
+  row shares (seen whole, read once as a matrix product) and each row's
+  own slots (seen where visible): one softmax over both parts, written as
+  running max and sum so nothing is concatenated. [B, 1, H * Dh]."""
+  b, _, g, r, dh = q_Bx1xGxRxDh.shape
+  f32 = jnp.float32
+  scale = dh ** -0.5
+  q_BxGxRxDh = q_Bx1xGxRxDh[:, 0].astype(f32)
+  own_BxGxRxS = jnp.sum(q_BxGxRxDh[:, :, :, None, :]
+                        * keys_BxGxSxDh.astype(f32)[:, :, None], axis=-1)
+  own_BxGxRxS = jnp.where(visible_Bx1xS[:, 0, None, None, :],
+                          own_BxGxRxS * scale, -1e30)
+  pre_BxGxRxP = jnp.einsum("bgrd,gpd->bgrp", q_BxGxRxDh,
+                           shared_k_GxPxDh.astype(f32)) * scale
+  top_BxGxR = jnp.maximum(own_BxGxRxS.max(-1), pre_BxGxRxP.max(-1))
+  own_BxGxRxS = jnp.exp(own_BxGxRxS - top_BxGxR[..., None])
+  pre_BxGxRxP = jnp.exp(pre_BxGxRxP - top_BxGxR[..., None])
+  total_BxGxR = own_BxGxRxS.sum(-1) + pre_BxGxRxP.sum(-1)
+  out = (jnp.sum(own_BxGxRxS[..., None]
+                 * values_BxGxSxDh.astype(f32)[:, :, None], axis=3)
+         + jnp.einsum("bgrp,gpd->bgrd", pre_BxGxRxP,
+                      shared_v_GxPxDh.astype(f32)))
+  out = out / total_BxGxR[..., None]
+  return out.astype(dt).reshape(b, 1, g * r * dh)
 
 
 def logits(dtype, weights: Weights, h_BxD: jax.Array) -> jax.Array:

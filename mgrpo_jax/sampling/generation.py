@@ -12,6 +12,12 @@ Row indices >= R mark padding rows: their gather is clamped and their
 scatter dropped. Slot s holds position s; a query at position p sees slots
 <= p, all of which hold this conversation's tokens, so whatever lies beyond
 a row's live length is never read.
+
+Cascade decode: when every row of a decode call starts with the same P
+tokens (a system prompt), the call gathers only slots [P, W) of each row
+and reads slots [0, P) once, from one row (`forward.hidden_states`'s
+`shared`): at batch 32 the keys and values read per step are most of a
+step's memory traffic, and a system prompt is a large part of them.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import KVCache
+from mgrpo_jax.runtime.buckets import power_of_two
 from mgrpo_jax.sampling import forward
 from mgrpo_jax.sampling.sample import sample_tokens
+from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 
 class Sampling(NamedTuple):
@@ -36,17 +45,28 @@ class Sampling(NamedTuple):
   stop_ids_K: jax.Array
 
 
-def gather_window(cache: KVCache, rows_B: jax.Array,
-                  window: int) -> forward.Window:
-  """Rows `rows_B` and slots [0, window) of the cache, per layer."""
-  take = lambda x: tuple(jnp.take(x[i, :, :, :window], rows_B, axis=0,
+def sampling_of(params: SamplingParams) -> Sampling:
+  """A call's settings as traced scalars; stop ids padded to a power of two
+  (at least 8), so stop-id lists of similar length share programs."""
+  k = power_of_two(len(params.stop_token_ids), 8)
+  stop_ids = np.full((k,), -1, np.int32)
+  stop_ids[:len(params.stop_token_ids)] = params.stop_token_ids
+  return Sampling(np.float32(params.temperature), np.int32(params.top_k),
+                  np.float32(params.top_p), stop_ids)
+
+
+def gather_window(cache: KVCache, rows_B: jax.Array, window: int,
+                  start: int = 0) -> forward.Window:
+  """Rows `rows_B` and slots [start, window) of the cache, per layer."""
+  take = lambda x: tuple(jnp.take(x[i, :, :, start:window], rows_B, axis=0,
                                   mode="clip") for i in range(x.shape[0]))
   return forward.Window(take(cache.k), take(cache.v))
 
 
 def scatter_window(cache: KVCache, rows_B: jax.Array, win: forward.Window,
-                   *, by_layer: bool = False) -> KVCache:
-  """Writes a window back into its rows; rows >= R (padding) are dropped.
+                   *, by_layer: bool = False, start: int = 0) -> KVCache:
+  """Writes a window back into its rows, from slot `start` on; rows >= R
+  (padding) are dropped.
 
   by_layer=False stacks the window and writes it with one scatter; True
   writes one scatter per layer (no stacked copy). Per layer is faster in
@@ -54,14 +74,15 @@ def scatter_window(cache: KVCache, rows_B: jax.Array, win: forward.Window,
   against 12.9 s) but far slower in prefill, where XLA then copied the
   whole cache (a 1 x 256-token prefill 1.8 s), so only decode uses it.
   """
-  w = win.k[0].shape[2]
+  end = start + win.k[0].shape[2]
   if by_layer:
     def put(x, layers):
       for i, y in enumerate(layers):
-        x = x.at[i, rows_B, :, :w].set(y, mode="drop")
+        x = x.at[i, rows_B, :, start:end].set(y, mode="drop")
       return x
   else:
-    put = lambda x, y: x.at[:, rows_B, :, :w].set(jnp.stack(y), mode="drop")
+    put = lambda x, y: x.at[:, rows_B, :, start:end].set(jnp.stack(y),
+                                                         mode="drop")
   return KVCache(put(cache.k, win.k), put(cache.v, win.v))
 
 
@@ -115,12 +136,17 @@ class DecodeOut(NamedTuple):
 
 
 def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
-                 weights: forward.Weights, cache: KVCache, rows_B: jax.Array,
-                 last_B: jax.Array, position_B: jax.Array, count_B: jax.Array,
+                 prefix: int, weights: forward.Weights, cache: KVCache,
+                 rows_B: jax.Array, prefix_row: jax.Array, last_B: jax.Array,
+                 position_B: jax.Array, count_B: jax.Array,
                  budget_B: jax.Array, done_B: jax.Array, draw_B: jax.Array,
                  sampling: Sampling,
                  key: jax.Array) -> tuple[KVCache, DecodeOut]:
   """Up to `steps` decode steps in one `lax.while_loop`.
+
+  prefix > 0 (cascade): every row holds the same first `prefix` tokens and
+  every position is >= prefix; slots [0, prefix) are read from cache row
+  `prefix_row` only, and each row's own window is slots [prefix, window).
 
   Each step feeds every row's last sampled token (not yet in the cache) at
   its position, samples the next one from the logits, and advances the rows
@@ -129,7 +155,12 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
   Step i draws row b's token with fold_in(fold_in(key, i), draw_B[b]).
   """
   b = rows_B.shape[0]
-  win = gather_window(cache, rows_B, window)
+  win = gather_window(cache, rows_B, window, prefix)
+  shared = None
+  if prefix:
+    one = lambda x: tuple(x[i, prefix_row, :, :prefix]
+                          for i in range(x.shape[0]))
+    shared = forward.Window(one(cache.k), one(cache.v))
   tokens_BxN = jnp.zeros((b, steps), jnp.int32)
   logprobs_BxN = jnp.zeros((b, steps), jnp.float32)
 
@@ -141,7 +172,7 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
     i, win, toks, lps, last_B, position_B, count_B, done_B = carry
     h_Bx1xD, win = forward.hidden_states(config, dtype, weights,
                                          last_B[:, None], position_B[:, None],
-                                         win)
+                                         win, shared)
     new_B, lp_B = sample_tokens(
         forward.logits(dtype, weights, h_Bx1xD[:, 0]),
         jax.random.fold_in(key, i),
@@ -159,5 +190,5 @@ def decode_chunk(config: ModelConfig, dtype, window: int, steps: int,
   carry = (jnp.int32(0), win, tokens_BxN, logprobs_BxN, last_B, position_B,
            count_B, done_B)
   _, win, toks, lps, _, _, count_B, done_B = lax.while_loop(cond, body, carry)
-  return (scatter_window(cache, rows_B, win, by_layer=True),
+  return (scatter_window(cache, rows_B, win, by_layer=True, start=prefix),
           DecodeOut(toks, lps, count_B, done_B))

@@ -1,4 +1,5 @@
-"""Planning one call's prefill: prefixes rows share, and rows grouped into calls.
+"""Planning one call's prefill (prefixes rows share, rows grouped into calls)
+and the prefix its decode reads once for all rows.
 
 Pure functions over token lists (host side); the engine runs the plan.
 """
@@ -40,6 +41,18 @@ def common_prefix(seqs: list[list[int]]) -> int:
     if any(s[i] != seqs[0][i] for s in seqs[1:]):
       return i
   return n
+
+
+def cascade_prefix(tokens: list[list[int]], cached: list[int],
+                   multiple: int) -> int:
+  """Slots [0, P) a decode call of these rows reads once, from one row: the
+  tokens every row starts with and holds in the cache, rounded down to a
+  multiple of `multiple` (so few programs are compiled); 0 (each row reads
+  its own) for a single row or a shorter prefix."""
+  if len(tokens) < 2:
+    return 0
+  common = min(common_prefix(tokens), *cached)
+  return common // multiple * multiple
 
 
 def plan_calls(lengths: list[int], min_bucket: int, max_rows: int,

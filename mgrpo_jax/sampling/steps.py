@@ -39,9 +39,10 @@ def compiled_steps(graphdef: nnx.GraphDef) -> Steps:
     traces["prefill"] += 1
     return generation.prefill(config, dtype, window, *args)
 
-  def decode(config, dtype, window, steps, *args):
+  def decode(config, dtype, window, steps, prefix, *args):
     traces["decode"] += 1
-    return generation.decode_chunk(config, dtype, window, steps, *args)
+    return generation.decode_chunk(config, dtype, window, steps, prefix,
+                                   *args)
 
   def copy(window, cache, src_B, dst_B):
     traces["copy"] += 1
@@ -51,7 +52,7 @@ def compiled_steps(graphdef: nnx.GraphDef) -> Steps:
   return Steps(jax.jit(split, static_argnums=(1,)),
                 jax.jit(prefill, static_argnums=(0, 1, 2),
                         donate_argnums=(4,)),
-                jax.jit(decode, static_argnums=(0, 1, 2, 3),
-                        donate_argnums=(5,)),
+                jax.jit(decode, static_argnums=(0, 1, 2, 3, 4),
+                        donate_argnums=(6,)),
                 jax.jit(copy, static_argnums=(0,), donate_argnums=(1,)),
                 traces)

@@ -6,9 +6,22 @@ the engine checks them between decode chunks.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
+
+
+def text_decoder(decode_fn: Any, stop_strings: Sequence[str]
+                 ) -> Callable[[list[int]], str] | None:
+  """The `ids -> text` function stop strings are checked with: `decode_fn`
+  itself, or its `.decode` (a tokenizer); None without stop strings."""
+  if not stop_strings:
+    return None
+  if decode_fn is None:
+    raise ValueError(f"SamplingParams.stop_strings={stop_strings!r} "
+                     "needs a decode_fn (or tokenizer) on the Engine or the "
+                     "call.")
+  return decode_fn.decode if hasattr(decode_fn, "decode") else decode_fn
 
 
 def truncate(generated: list[list[int]], logprobs: list[list[float]],
