@@ -1,4 +1,4 @@
-"""Tests of the sampler's forward pieces: cascade (shared-prefix) attention."""
+"""Tests of the sampler's attention pieces: prefill and cascade (shared prefix)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mgrpo_jax.models.decoder import attention
-from mgrpo_jax.sampling.forward import cascade_attention
+from mgrpo_jax.sampling.forward import cascade_attention, prefill_attention
 
 
 def _inputs(b=3, g=2, r=3, dh=16, p=8, s=12, seed=0, dtype=jnp.float32):
@@ -58,3 +58,30 @@ def test_cascade_attention_uses_the_prefix_and_only_visible_own_slots():
   moved = cascade_attention(q, shared_k, shared_v + 1.0, own_k, own_v,
                             visible, jnp.float32)
   assert np.all(np.abs(np.asarray(moved - base)).max(axis=-1) > 1e-3)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_prefill_attention_equals_attention(dtype):
+  b, t, g, r, dh, s = 3, 5, 2, 3, 16, 12
+  keys = jax.random.split(jax.random.key(1), 3)
+  q = jax.random.normal(keys[0], (b, t, g, r, dh), dtype) * 3
+  k = jax.random.normal(keys[1], (b, g, s, dh), dtype)
+  v = jax.random.normal(keys[2], (b, g, s, dh), dtype)
+  # Row b's new tokens sit at positions 2b .. 2b + t - 1 (causal).
+  positions_BxT = 2 * jnp.arange(b)[:, None] + jnp.arange(t)[None]
+  visible = jnp.arange(s)[None, None, :] <= positions_BxT[:, :, None]
+  want = attention(q, k, v, visible, dtype)
+  got = prefill_attention(q, k, v, visible, dtype)
+  assert got.shape == want.shape == (b, t, g * r * dh)
+  assert got.dtype == want.dtype
+  # float32: the same sums in another order; bfloat16: the reference rounds
+  # its probabilities to bfloat16, this only its output.
+  tol = 1e-5 if dtype == jnp.float32 else 2e-2
+  np.testing.assert_allclose(np.asarray(got, np.float32),
+                             np.asarray(want, np.float32), atol=tol,
+                             rtol=tol)
+  # A key no query sees (past every position) changes nothing.
+  hidden = v.at[:, :, s - 1].set(1e3)
+  np.testing.assert_array_equal(
+      np.asarray(prefill_attention(q, k, hidden, visible, dtype)),
+      np.asarray(got))

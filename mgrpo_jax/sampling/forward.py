@@ -6,8 +6,11 @@ weight slice out of the stack before every matmul, tripling the weight
 memory traffic of a step whose cost is reading the weights. Here the layers
 are unrolled over separate per-layer arrays (split once per weight update),
 so each matmul reads its weights in place. The per-layer math is the
-decoder's own (`project_qkv`, `attention`, `finish_layer`); tests check the
-result against `Decoder.__call__`.
+decoder's own (`project_qkv`, `attention`, `finish_layer`), except that
+attention over many new tokens runs one row at a time
+(`prefill_attention`) and decode over a prefix every row shares reads it
+once (`cascade_attention`): the same sums in another order. Tests check
+the result against `Decoder.__call__`.
 
 Shape letters: B batch, T new tokens, W window slots, D width, V vocab, G
 key/value heads, Dh head width, L layers.
@@ -102,7 +105,9 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
         v.astype(cache_v.dtype), mode="drop")
     new_k.append(cache_k)
     new_v.append(cache_v)
-    if shared is None:
+    if shared is None and t > 1:
+      attn = prefill_attention(q, cache_k, cache_v, visible_BxTxS, dt)
+    elif shared is None:
       attn = attention(q, cache_k, cache_v, visible_BxTxS, dt)
     else:
       attn = cascade_attention(q, shared.k[i], shared.v[i], cache_k, cache_v,
@@ -110,6 +115,40 @@ def hidden_states(config: ModelConfig, dtype, weights: Weights,
     h = finish_layer(c, dt, lp, h, attn)
   h = rms_norm(h, weights.final_norm, c.rms_norm_eps)
   return h, Window(tuple(new_k), tuple(new_v))
+
+
+def prefill_attention(q_BxTxGxRxDh: jax.Array, keys_BxGxSxDh: jax.Array,
+                      values_BxGxSxDh: jax.Array, visible_BxTxS: jax.Array,
+                      dt) -> jax.Array:
+  """`models.decoder.attention` for many queries per row, one row at a
+  time (`lax.map`): a row's scores [G, R * T, S] stay in the CPU's cache
+  through the mask, softmax and second product, where the whole batch's
+  went through memory once per pass. A [16, 128]-token prefill over 512
+  slots: 15 against 41 ms per layer on an AMD EPYC (Zen 5); one row: 1.5
+  against 4.5 ms (the mask as an added bias, the division after the
+  second product). [B, T, H * Dh]."""
+  b, t, g, r, dh = q_BxTxGxRxDh.shape
+  f32 = jnp.float32
+
+  def one_row(row):
+    q_TxGxRxDh, keys_GxSxDh, values_GxSxDh, visible_TxS = row
+    q_GxQxDh = (q_TxGxRxDh.astype(f32).transpose(1, 2, 0, 3)
+                .reshape(g, r * t, dh)) * dh ** -0.5
+    scores_GxRxTxS = jnp.einsum(
+        "gqd,gsd->gqs", q_GxQxDh, keys_GxSxDh.astype(f32)).reshape(
+            g, r, t, -1) + jnp.where(visible_TxS, 0.0, -1e30)
+    top = scores_GxRxTxS.max(-1, keepdims=True)
+    weights_GxRxTxS = jnp.exp(scores_GxRxTxS - top)
+    out_GxQxDh = jnp.einsum("gqs,gsd->gqd",
+                            weights_GxRxTxS.reshape(g, r * t, -1),
+                            values_GxSxDh.astype(f32))
+    out_GxRxTxDh = (out_GxQxDh.reshape(g, r, t, dh)
+                    / weights_GxRxTxS.sum(-1)[..., None])
+    return out_GxRxTxDh.transpose(2, 0, 1, 3).reshape(t, g * r * dh)
+
+  out_BxTxHDh = jax.lax.map(one_row, (q_BxTxGxRxDh, keys_BxGxSxDh,
+                                      values_BxGxSxDh, visible_BxTxS))
+  return out_BxTxHDh.astype(dt)
 
 
 def cascade_attention(q_Bx1xGxRxDh: jax.Array, shared_k_GxPxDh: jax.Array,
