@@ -170,7 +170,7 @@ def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_results():
 
 
 def test_decode_reads_a_prefix_every_row_shares_once():
-  system = _prompt(40, seed=60)  # Slots [0, 32) read once (16-token steps).
+  system = _prompt(40, seed=60)  # Slots [0, 32) are read once.
   prompts = [system + _prompt(n, seed=61 + n) for n in (3, 9, 5)]
   on, off = _engine(), _engine(cascade=False)
   for params in (GREEDY, SamplingParams(temperature=1.0, max_new_tokens=12)):

@@ -34,7 +34,7 @@ def test_share_plan_groups_equal_prompts_and_finds_the_common_prefix():
   assert share_plan([system, system + [1]], min_common=1).common == 19
 
 
-def test_cascade_prefix_is_the_cached_common_prefix_in_whole_windows():
+def test_cascade_prefix_is_the_cached_common_prefix_in_whole_multiples():
   system = list(range(100, 170))  # 70 tokens every row starts with.
   rows = [system + [1, 2], system + [3], system + [4, 5, 6]]
   assert cascade_prefix(rows, [72, 71, 73], multiple=32) == 64
@@ -43,6 +43,10 @@ def test_cascade_prefix_is_the_cached_common_prefix_in_whole_windows():
   assert cascade_prefix(rows, [72, 71, 73], multiple=128) == 0
   assert cascade_prefix(rows[:1], [72], multiple=32) == 0  # one row
   assert cascade_prefix([system, [9] + system], [70, 71], multiple=1) == 0
+  # An earlier call's P is kept while every row holds it, else recomputed.
+  assert cascade_prefix(rows, [72, 71, 73], multiple=32, last=32) == 32
+  assert cascade_prefix(rows, [72, 71, 73], multiple=32, last=96) == 64
+  assert cascade_prefix(rows, [72, 71, 73], multiple=32, last=70) == 70
 
 
 def test_common_prefix():

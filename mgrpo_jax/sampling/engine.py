@@ -10,9 +10,9 @@ then runs jitted decode chunks of `chunk_steps` steps until every row is
 done. Between chunks the host checks stop strings. Both steps run
 `sampling.forward` (the decoder's math over per-layer weight copies, made
 once per weight update, which decodes much faster on CPU than the decoder's
-layer scan). Batch size, prompt length
-and cache window are bucketed to powers of two (runtime/buckets.py), so
-the number of compilations stays bounded however many calls are made.
+layer scan). Prefill rows, prompt length and cache window are bucketed to
+powers of two, decode rows to the finer x1.5 ladder (runtime/buckets.py),
+so the number of compilations stays bounded however many calls are made.
 
 Typical use by a rollout controller::
 
@@ -36,12 +36,17 @@ import numpy as np
 from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
-from mgrpo_jax.runtime.buckets import power_of_two
+from mgrpo_jax.runtime.buckets import bucket, power_of_two
 from mgrpo_jax.sampling import (generation, precision, prefill, steps,
                                 stop_strings)
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 DecodeFn = Callable[[list[int]], str]
+# A prefix that decode reads once for all rows is rounded down to a multiple
+# of this many slots, so each row's own window is one too (XLA's CPU
+# reductions over 336 slots ran 15% slower than over 320 or 352: SmolLM2,
+# batch 32, AMD EPYC Zen 5).
+CASCADE_SLOTS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +102,8 @@ class Engine:
       share_prefixes: prefill a prompt prefix that new conversations of one
         call share once and copy its keys/values (`_share_prefixes`).
       cascade: when the rows of a decode call start with the same tokens
-        (a system prompt; rounded down to a multiple of
-        `min_prompt_bucket`), read those slots once for all rows instead of
-        once per row
+        (a system prompt; rounded down to a multiple of CASCADE_SLOTS),
+        read those slots once for all rows instead of once per row
         (`prefill.cascade_prefix`, `generation.decode_chunk`).
     """
     for name, value in (("max_conversations", max_conversations),
@@ -137,6 +141,7 @@ class Engine:
     self._conversations: dict[int, _Conversation] = {}
     self._free_rows = list(range(max_conversations))
     self._next_id = 0
+    self._shared = 0  # The last decode call's shared prefix (cascade).
 
   # ---------------------------------------------------------------- weights
 
@@ -312,13 +317,14 @@ class Engine:
     # rows still live (finished rows leave the batch, whose bucket shrinks).
     shared = (prefill.cascade_prefix([c.tokens for c in convs],
                                      [c.cached for c in convs],
-                                     self.min_prompt_bucket)
+                                     CASCADE_SLOTS, self._shared)
               if self.cascade else 0)
+    self._shared = shared or self._shared
     chunk = 0
     while not done.all():
       chunk += 1
       live = np.flatnonzero(~done)
-      bp = self._rows(len(live))
+      bp = bucket(len(live), 1, self.max_conversations)  # 20 rows: 24.
       pad = bp - len(live)
       padded = lambda x, fill: np.concatenate(
           [np.asarray(x)[live], np.full(pad, fill)]).astype(np.int32)

@@ -44,14 +44,18 @@ def common_prefix(seqs: list[list[int]]) -> int:
 
 
 def cascade_prefix(tokens: list[list[int]], cached: list[int],
-                   multiple: int) -> int:
+                   multiple: int, last: int = 0) -> int:
   """Slots [0, P) a decode call of these rows reads once, from one row: the
   tokens every row starts with and holds in the cache, rounded down to a
-  multiple of `multiple` (so few programs are compiled); 0 (each row reads
-  its own) for a single row or a shorter prefix."""
+  multiple of `multiple`; `last` (the P of an earlier call) instead when
+  every row still holds it, so that a run meets few values of P (each a
+  program). 0 (each row reads its own) for a single row or a shorter
+  prefix."""
   if len(tokens) < 2:
     return 0
   common = min(common_prefix(tokens), *cached)
+  if 0 < last <= common:
+    return last
   return common // multiple * multiple
 
 
