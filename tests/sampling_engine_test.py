@@ -192,6 +192,24 @@ def test_decode_reads_a_prefix_every_row_shares_once():
   assert on.cascade_chunks == chunks
 
 
+def test_once_every_conversation_is_released_calls_start_afresh():
+  # The engine keeps a call's shared prefix (64 slots here) for later calls
+  # while conversations stay open; once none is, a call must not depend on
+  # earlier ones (a run resumed from a checkpoint makes it on a new engine).
+  system = _prompt(70, seed=80)
+  first = [system + _prompt(3, seed=81 + i) for i in range(3)]
+  longer = system + _prompt(30, seed=85)  # Rows then share 100 tokens.
+  later = [longer + _prompt(2, seed=86 + i) for i in range(3)]
+  used, fresh = _engine(cache_len=160), _engine(cache_len=160)
+  params = SamplingParams(temperature=1.0, max_new_tokens=12)
+  used.generate(first, params, jax.random.key(1))
+  a = used.generate(later, params, jax.random.key(2))
+  b = fresh.generate(later, params, jax.random.key(2))
+  assert [r.tokens for r in a] == [r.tokens for r in b]
+  for r, s in zip(a, b):
+    np.testing.assert_array_equal(r.logprobs, s.logprobs)
+
+
 def test_rows_that_finish_leave_the_batch_and_others_keep_their_draws():
   engine = _engine(cache_len=96, chunk_steps=4)
   params = SamplingParams(temperature=1.0, max_new_tokens=20)

@@ -141,7 +141,7 @@ class Engine:
     self._conversations: dict[int, _Conversation] = {}
     self._free_rows = list(range(max_conversations))
     self._next_id = 0
-    self._shared = 0  # The last decode call's shared prefix (cascade).
+    self._shared = 0  # Last decode call's shared prefix, while any is open.
 
   # ---------------------------------------------------------------- weights
 
@@ -211,6 +211,8 @@ class Engine:
     """Ends a conversation and frees its cache row."""
     self._free_rows.append(self._get(conv_id).row)
     del self._conversations[conv_id]
+    if not self._conversations:  # Calls from here on do not depend on
+      self._shared = 0           # earlier ones (a resumed run makes them).
 
   def tokens(self, conv_id: int) -> list[int]:
     """Every token of a conversation (prompt, generated, appended)."""
