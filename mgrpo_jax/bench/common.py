@@ -7,16 +7,30 @@ import pathlib
 import platform
 
 
-def cpu_model() -> str:
-  """The CPU's model name (e.g. "AMD EPYC 7B13"), from /proc/cpuinfo where
-  it exists, else what `platform` knows."""
+def cpu_model(cpuinfo: str | None = None) -> str:
+  """The CPU's model name, family / model numbers and widest vector unit
+  (e.g. "AMD EPYC (family 26 model 2, AVX-512)"), from /proc/cpuinfo (or
+  `cpuinfo`, its text) where it exists, else what `platform` knows. Cloud
+  machines often name only "AMD EPYC", which covers CPUs of very different
+  speeds."""
   try:
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
+    text = (pathlib.Path("/proc/cpuinfo").read_text() if cpuinfo is None
+            else cpuinfo)
   except OSError:
-    pass
-  return platform.processor() or platform.machine()
+    text = ""
+  fields = {}
+  for line in text.splitlines():
+    key, _, value = line.partition(":")
+    fields.setdefault(key.strip(), value.strip())
+  if "model name" not in fields:
+    return platform.processor() or platform.machine()
+  flags = set(fields.get("flags", "").split())
+  unit = ("AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags
+          else "AVX2" if "avx2" in flags else "")
+  about = [f"family {fields['cpu family']} model {fields['model']}"
+           if "cpu family" in fields and "model" in fields else "", unit]
+  about = ", ".join(a for a in about if a)
+  return fields["model name"] + (f" ({about})" if about else "")
 
 
 def machine() -> str:
