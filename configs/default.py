@@ -33,6 +33,7 @@ def _learner(learning_rate: float) -> ml_collections.ConfigDict:
   c.eps_low = 0.2  # Lower clip: ratio >= 1 - eps_low.
   c.eps_high = 0.28  # Upper clip: ratio <= 1 + eps_high.
   c.beta = 0.0  # KL weight towards the initial policy.
+  c.log_ref_kl = False  # Also log ref_kl (KL to the initial policy) when beta = 0: a copy of the initial weights and one more forward pass per step.
   c.aggregation = "token_mean"  # "token_mean" (DAPO), "sequence_mean" (GRPO), "sequence_sum_norm" (Dr. GRPO: / (sequences x max_len)).
   c.off_policy = "token"  # Stale-data correction: "none", "token" or "sequence" truncated importance weights (decoupled PPO, Hilton et al. 2022; AReaL).
   c.is_cap = 2.0  # Truncation cap of the importance weights (>= 1).

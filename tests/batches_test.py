@@ -11,7 +11,7 @@ from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import Document, LocalCorpus
 from mgrpo_jax.train.batches import (PackSettings, SubRecord, main_batch,
-                                        sub_batch, sub_record)
+                                        signal, sub_batch, sub_record)
 
 SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)
 
@@ -30,9 +30,10 @@ def scored():
 
 def test_main_batch_advantages_over_each_questions_rollouts(scored):
   rollouts, scores = scored
-  batch, adv = main_batch(rollouts, scores, settings=SETTINGS)
+  batch, figures = main_batch(rollouts, scores, settings=SETTINGS)
   # Both rollouts of a question got the same reward: no spread, advantage 0.
-  np.testing.assert_array_equal(adv, np.zeros(4))
+  np.testing.assert_array_equal(batch.adv_N[:4], np.zeros(4))
+  assert figures == {"informative_groups": 0.0, "informative_rows": 0.0}
   assert batch.inputs_NxT.shape[0] == 4
   np.testing.assert_array_equal(
       batch.mask_NxT.sum(1), [r.main.loss_mask[1:].sum()
@@ -115,7 +116,8 @@ def test_alignment_off_gives_one_row_per_call(scored):
   assert calls == 6 and batch.num_sequences == calls
   assert batch.inputs_NxT.shape[0] == -(-calls // 4) * 4
   assert stats == {"calls_per_rollout": 1.5, "valid_slots": 1.0,
-                   "dropped_calls": 0.0}
+                   "dropped_calls": 0.0,
+                   **signal(batch.adv_N[:calls], record.b, 2)}
   for i in range(calls):
     tokens, mask, _ = record.trajectory(i)
     assert int(batch.mask_NxT[i].sum()) == int(mask[1:].sum())
@@ -137,3 +139,30 @@ def test_alignment_off_without_calls_has_no_valid_row():
                            settings=SETTINGS)
   assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
   assert stats["calls_per_rollout"] == 0
+
+
+def test_signal_counts_groups_and_rows_with_a_nonzero_advantage():
+  adv = np.array([0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.5, 0.0])
+  groups = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+  assert signal(adv, groups, 4) == {"informative_groups": 0.5,
+                                    "informative_rows": 3 / 8}
+  # Invalid rows neither count nor make their group informative; a group
+  # with no row at all (5 of 6) is not informative.
+  valid = np.array([1, 1, 1, 1, 1, 1, 0, 0], bool)
+  assert signal(adv, groups, 6, valid) == {"informative_groups": 1 / 6,
+                                           "informative_rows": 2 / 6}
+  assert signal(np.zeros(0), np.zeros(0, int), 0) == {
+      "informative_groups": 0.0, "informative_rows": 0.0}
+
+
+def test_sub_batch_reports_its_signal(scored):
+  rollouts, scores = scored
+  record = sub_record(rollouts, scores)
+  for d_max in (0, 2):
+    batch, stats = sub_batch(record, jax.random.key(1), d_max=d_max,
+                             settings=SETTINGS)
+    valid = batch.mask_NxT.sum(1) > 0
+    moving = (batch.adv_N != 0) & valid
+    assert stats["informative_rows"] == pytest.approx(
+        moving.sum() / valid.sum())
+    assert 0.0 <= stats["informative_groups"] <= 1.0

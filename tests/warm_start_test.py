@@ -67,6 +67,14 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
   assert warm_start_key(other) == warm_start_key(config)
   del other.agents["sampler_dtype"]  # A config from before the field.
   assert warm_start_key(other) == warm_start_key(config)
+  # RL-only learner settings do not touch the warm start; SFT's do.
+  other.learner.main.learning_rate = 3e-3
+  other.learner.main.beta = 0.1
+  other.learner.sub.learning_rate = 3e-3
+  assert warm_start_key(other) == warm_start_key(config)
+  changed = tiny_config(tmp_path)
+  changed.learner.main.clip_norm = 0.5
+  assert warm_start_key(changed) != warm_start_key(config)
   other.mode = "frozen_sub"  # Same team, same demonstrations: shared.
   assert warm_start_key(other) == warm_start_key(config)
   other.mode = "single"

@@ -141,7 +141,8 @@ def policy_loss_terms(
   if ref_logp_BxT is not None:
     ref_log_ratio = jnp.where(on, ref_logp_BxT.astype(jnp.float32) - logp, 0.0)
     kl = jnp.exp(ref_log_ratio) - ref_log_ratio - 1.0
-    loss = pg_loss + beta * kl
+    if beta > 0.0:  # beta = 0 only logs it (no 0 * inf from a far policy).
+      loss = pg_loss + beta * kl
     metrics["ref_kl"] = kl
   total, denominator = aggregate(loss, mask, max_len=max_len)
 

@@ -90,6 +90,24 @@ METRICS_DOC: dict[str, str] = {
                 "aggregated as the config's loss mode.",
     "main/grad_norm": "Global L2 norm of the main agent's gradient, before "
                       "clipping.",
+    "sub/grad_norm": "The same for the sub-agent.",
+    "main/ref_kl": "Mean per-token k3 KL between the main agent's initial "
+                   "(warm-start) policy and the policy being updated, over "
+                   "its trained tokens: how far training has moved it "
+                   "(with beta > 0 or learner.main.log_ref_kl).",
+    "sub/ref_kl": "The same for the sub-agent.",
+    "main/informative_groups": "Share of the step's B question groups whose "
+                               "main-agent advantages are not all 0 (a "
+                               "group whose K rewards are equal teaches "
+                               "nothing).",
+    "main/informative_rows": "Share of the main agent's B*K trajectories "
+                             "whose advantage is not 0.",
+    "sub/informative_groups": "Share of the sub-agent's groups (questions, "
+                              "or rollouts with sub_group_by 'rollout') with "
+                              "a valid slot whose advantage is not 0 (a "
+                              "group with no call counts as uninformative).",
+    "sub/informative_rows": "Share of the sub-agent's valid (aligned) slots "
+                            "whose advantage is not 0.",
     "time/rollout": "Seconds generating the step's rollouts (main and "
                     "sub-agent conversations, tool calls).",
     "time/main_update": "Seconds in the main agent's update (all mu epochs).",

@@ -34,21 +34,40 @@ class PackSettings:
   max_len: int
 
 
+def signal(adv_N: np.ndarray, groups_N: np.ndarray, num_groups: int,
+           valid_N: np.ndarray | None = None) -> dict[str, float]:
+  """How much of a batch carries a learning signal: `informative_groups`,
+  the share of the `num_groups` groups with at least one valid row whose
+  advantage is not 0 (a group whose rewards are all equal, or that has no
+  valid row, teaches nothing), and `informative_rows`, the share of valid
+  rows whose advantage is not 0."""
+  adv_N, groups_N = np.asarray(adv_N), np.asarray(groups_N)
+  valid_N = (np.ones(len(adv_N), bool) if valid_N is None
+             else np.asarray(valid_N, bool))
+  moving = valid_N & (adv_N != 0)
+  groups = np.zeros(max(num_groups, 1), bool)
+  groups[groups_N[moving]] = True
+  return {"informative_groups": float(groups[:num_groups].mean())
+                                if num_groups else 0.0,
+          "informative_rows": float(moving.sum() / max(valid_N.sum(), 1))}
+
+
 def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
                settings: PackSettings, scale: str = "group",
-               eps: float = 1e-6) -> tuple[Batch, np.ndarray]:
-  """The main agent's batch [B*K] and its advantages."""
+               eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
+  """The main agent's batch [B*K] and its `signal` figures."""
   b, k = scores.main_reward.shape
+  groups = np.repeat(np.arange(b, dtype=np.int32), k)
   adv = np.asarray(group_relative_advantages(
-      scores.main_reward.reshape(-1).astype(np.float32),
-      np.repeat(np.arange(b, dtype=np.int32), k), b, scale=scale, eps=eps))
+      scores.main_reward.reshape(-1).astype(np.float32), groups, b,
+      scale=scale, eps=eps))
   flat = [r.main for row in rollouts for r in row]
   batch = pack([t.tokens for t in flat], [t.loss_mask for t in flat], adv,
                micro_batch=settings.micro_batch, min_len=settings.min_len,
                max_len=settings.max_len,
                logprobs=[t.logprobs for t in flat],
                versions=[t.policy_version for t in flat])
-  return batch, adv
+  return batch, signal(adv, groups, b)
 
 
 @dataclasses.dataclass
@@ -138,7 +157,8 @@ def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
                min_len=settings.min_len, max_len=settings.max_len,
                valid=valid, logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()), "valid_slots": 1.0,
-           "dropped_calls": 0.0}
+           "dropped_calls": 0.0,
+           **signal(adv[:m], groups, b if group_by == "question" else b * k)}
   return batch, stats
 
 
@@ -183,5 +203,7 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
                valid=valid.reshape(-1), logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()),
            "valid_slots": float(valid.mean()),
-           "dropped_calls": float(np.maximum(counts - d_max, 0).sum())}
+           "dropped_calls": float(np.maximum(counts - d_max, 0).sum()),
+           **signal(adv, groups, b if group_by == "question" else b * k,
+                    valid.reshape(-1))}
   return batch, stats

@@ -99,20 +99,26 @@ _EVAL_FIGURES = ("accuracy", "format", "sub_calls")
 def evaluate(controller: RolloutController, tasks: Sequence[Task],
              samples: int = 0, *, grader: Grader | None = None,
              prefix: str = "eval",
-             weights: Mapping[str, float] | None = None) -> dict[str, float]:
+             weights: Mapping[str, float] | None = None,
+             outcomes: dict[str, int] | None = None) -> dict[str, float]:
   """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
   question (accuracy, format, sub_calls; with a `grader`, the per-agent
   diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
   per question at the training temperature (sampled_accuracy,
   sampled_format: the expected reward terms the policy gradient climbs).
   The keys are the same at every evaluation, so two evaluations differ only
-  through the weights; `time/<prefix>` is the seconds taken."""
+  through the weights; `time/<prefix>` is the seconds taken. A dict given
+  as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
+  that question was right (for question-level paired tests)."""
   start = time.perf_counter()
   weights = weights or reward_weights("mgrpo")
   tasks = list(tasks)
   greedy_run = roll_out(greedy(controller), tasks, 1, jax.random.key(0),
                         weights)
   out = {k: greedy_run.figures[k] for k in _EVAL_FIGURES}
+  if outcomes is not None:
+    outcomes.update({t.task_id: int(c) for t, c in zip(
+        tasks, greedy_run.scores.main_correct[:, 0])})
   if grader is not None:
     out.update(team_diagnostics(greedy_run.rollouts, tasks, grader))
   if samples:

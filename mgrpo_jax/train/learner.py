@@ -7,7 +7,8 @@ and:
      micro-batch, T to a bucket (min_len x 1, 1.5, 2, 3, 4, 6, ...), so a
      run compiles at most one step per bucket whatever its trajectories were;
   2. recomputes the old (proximal) log-probs with the current parameters
-     (and the reference log-probs with the KL reference when beta > 0), on
+     (and the reference log-probs with the KL reference when beta > 0 or
+     `log_ref_kl`, which logs ref_kl without adding it to the loss), on
      the mesh; with one inner epoch (mu = 1) the old log-probs are the
      loss's own forward pass under stop_gradient (same parameters, same
      numbers), so that extra forward pass is skipped;
@@ -67,6 +68,7 @@ class LearnerConfig:
   eps_low: float
   eps_high: float
   beta: float  # KL weight towards the initial policy (k3).
+  log_ref_kl: bool  # Log ref_kl even when beta = 0 (keeps the reference).
   aggregation: str
   off_policy: str  # Importance correction of stale data.
   is_cap: float  # Truncation cap of the importance weights.
@@ -84,6 +86,9 @@ class LearnerConfig:
       if not isinstance(value, (int, float)) or value < 0:
         raise ValueError(f"LearnerConfig.{field}={value!r}: expected a "
                          "number >= 0.")
+    if not isinstance(self.log_ref_kl, bool):
+      raise ValueError(f"LearnerConfig.log_ref_kl={self.log_ref_kl!r}: "
+                       "expected True or False.")
     if self.aggregation not in losses.LOSS_AGGREGATIONS:
       raise ValueError(f"LearnerConfig.aggregation={self.aggregation!r}: "
                        f"expected one of {sorted(losses.LOSS_AGGREGATIONS)}.")
@@ -129,7 +134,7 @@ class Learner:
     self.optimizer = make_optimizer(config)
     self.opt_state = self._init_opt_state()
     self.ref_params = (jax.tree.map(jnp.copy, self.params)
-                       if config.beta > 0 else None)
+                       if config.beta > 0 or config.log_ref_kl else None)
     self.step_count = 0
     self.traces = collections.Counter()
     update.check_micro_batch(config.micro_batch, mesh,

@@ -123,6 +123,7 @@ def _learner(config, agent: str) -> None:
   number(config, f"{p}.eps_low", minimum=0.0, maximum=1.0, open_max=True)
   number(config, f"{p}.eps_high", minimum=0.0)
   number(config, f"{p}.beta", minimum=0.0)
+  boolean(config, f"{p}.log_ref_kl")
   choice(config, f"{p}.aggregation", core.LOSS_AGGREGATIONS.names())
   choice(config, f"{p}.off_policy", OFF_POLICY)
   number(config, f"{p}.is_cap", minimum=1.0)

@@ -25,6 +25,7 @@ from mgrpo_jax.train import batches
 from mgrpo_jax.train.data import load_data
 from mgrpo_jax.train.evaluator import evaluate, prefixed, roll_out, weights_of
 from mgrpo_jax.train.learner import Learner, LearnerConfig
+from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
 
@@ -301,9 +302,10 @@ class Side:
             "main/accuracy": metrics["main/accuracy"]})
       metrics["time/store"] = time.perf_counter() - start
     start = time.perf_counter()
-    batch, _ = batches.main_batch(
+    batch, signal = batches.main_batch(
         rollouts, scores, settings=pack_settings(config, "main"),
         scale=config.advantage.scale, eps=config.advantage.eps)
+    metrics.update(prefixed("main", signal))
     metrics["time/main_batch"] = time.perf_counter() - start
     metrics.update(prefixed("main", self.main.step(batch)))
     self.sync_main()
@@ -344,6 +346,8 @@ class Side:
     metrics[f"time/{kind}_batch"] = time.perf_counter() - align_start
     learner = self.learners[kind]
     metrics.update(prefixed(kind, learner.step(batch)))
+    metrics.update(prefixed(kind, {k: stats.pop(k) for k in (
+        "informative_groups", "informative_rows")}))
     metrics.update(prefixed(_named(kind, "align"), stats))
     publish_start = time.perf_counter()
     self.publish(kind, step + 1)
@@ -358,12 +362,15 @@ class Side:
     updates; the main sampler already has them)."""
     self.sync_subs(step, newest=True)
     grader = Grader(self.data.backend.documents)
+    outcomes: dict[str, dict[str, int]] = {"validation": {}, "test": {}}
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
-                   weights=self.weights)
+                   weights=self.weights, outcomes=outcomes["validation"])
     if self.data.test:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
-                          prefix="test", weights=self.weights))
+                          prefix="test", weights=self.weights,
+                          outcomes=outcomes["test"]))
+    write_outcomes(f"{absolute(self.config.run_dir)}/all", step, outcomes)
     for kind, (version, _) in self.sub_weights.items():
       out[f"eval/{kind}_version"] = float(version)
     return out

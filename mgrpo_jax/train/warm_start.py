@@ -45,6 +45,9 @@ FIGURES = "sft.json"
 # The rollouts' sampling settings, left out of the key (the oracle plays
 # greedily; `sampler_dtype` added later keeps earlier entries' keys).
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "sampler_dtype")
+# The fields of `learner.main` SFT's optimizer takes (sft.sft_learner_config
+# replaces the others with SFT's own).
+SFT_LEARNER_FIELDS = ("weight_decay", "clip_norm", "b1", "b2")
 
 
 def warm_start_key(config: ml_collections.ConfigDict) -> str:
@@ -64,8 +67,10 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
   blob = json.dumps({
       "model": config.model.to_dict(), "world": config.world.to_dict(),
       "sft": sft_section, "agents": agents,
-      # SFT's optimizer is the main learner's (sft_settings).
-      "learner": config.learner.main.to_dict(),
+      # SFT takes these of the main learner's section (sft_settings); the
+      # RL-only fields (learning rate, clipping, KL, ...) leave the key, so
+      # runs that differ only in how they train after the warm start share it.
+      "learner": {k: config.learner.main[k] for k in SFT_LEARNER_FIELDS},
       "layout": "single" if config.mode == "single" else "multi",
       # The tokenizer changes with the world and the protocol texts.
       "tokenizer": tiny.tokenizer_key(WorldConfig(**config.world.to_dict()),

@@ -1,0 +1,46 @@
+"""Per-question evaluation results of a run, for question-level paired
+tests (mgrpo_jax.reproduce_report): at every evaluation the trainer appends
+one line {"step": N, "validation": {task id: 1 / 0}, "test": {...}} to
+run_dir/all/outcomes.jsonl, 1 where the greedy rollout answered right."""
+
+from __future__ import annotations
+
+import json
+import os
+
+OUTCOMES_NAME = "outcomes.jsonl"  # Per-question results, under run_dir/all.
+
+
+def write_outcomes(directory: str, step: int,
+                   outcomes: dict[str, dict[str, int]]) -> None:
+  """Appends one line {"step", "<split>": {task id: 1 / 0}} per evaluation
+  to `directory`/outcomes.jsonl (a resumed run that redoes an evaluation
+  appends it again: readers keep a step's last line)."""
+  os.makedirs(directory, exist_ok=True)
+  line = json.dumps({"step": step, **{k: v for k, v in outcomes.items()
+                                      if v}}, sort_keys=True)
+  with open(os.path.join(directory, OUTCOMES_NAME), "a") as stream:
+    stream.write(line + "\n")
+    stream.flush()
+    os.fsync(stream.fileno())
+
+
+def read_outcomes(directory) -> dict[int, dict[str, dict[str, int]]]:
+  """step -> split -> {task id: 1 / 0} from `write_outcomes`' file (a
+  step's last line wins); {} when there is none."""
+  path = os.path.join(directory, OUTCOMES_NAME)
+  if not os.path.isfile(path):
+    return {}
+  out = {}
+  with open(path) as stream:
+    for number, line in enumerate(stream, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+        out[int(record.pop("step"))] = record
+      except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}:{number}: not an outcomes record "
+                         f"({e}); expected {{\"step\": N, \"test\": "
+                         "{task id: 0 or 1}, ...}.") from e
+  return out
