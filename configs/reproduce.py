@@ -2,6 +2,9 @@
 
 `--config configs/reproduce.py[:SIZE]`, SIZE one of
   full    the committed results (launch/results/reproduce/);
+  pilot   the same task with no test evaluation: what the pilot
+          (mgrpo_jax/reproduce_pilot.py) chooses the task's settings on,
+          judged on the validation split alone;
   quick   tiny sizes, every arm x 2 seeds in minutes (a slow test runs it);
 and a `:clean` suffix (`full:clean`, `quick:clean`) for the variant with no
 injected weakness. mgrpo_jax/reproduce.py sets the arm (mode, v_main), the
@@ -23,7 +26,7 @@ import ml_collections
 
 from mgrpo_jax.runtime.config_checks import load_config_file
 
-SIZES = ("full", "quick")
+SIZES = ("full", "pilot", "quick")
 
 
 def _default() -> ml_collections.ConfigDict:
@@ -41,15 +44,18 @@ def get_config(arg: str = "full") -> ml_collections.ConfigDict:
   config.sft.early_answer = 0.0 if variant else 0.5  # Planner weakness: answers a two-hop question after one hop.
   config.sft.lazy_report = 0.0 if variant else 0.4  # Sub-agent weakness: reports from the snippet, without the visit.
   config.agents.snippet_chars = 60  # Snippets cut short: most facts need the visit.
-  config.world.train_questions = 280  # Train questions (150 entities hold ~264 one-hop facts: half of every split is one-hop).
-  config.world.validation_questions = 32  # Validation questions.
+  config.world.num_entities = 200  # Entities (~350 one-hop facts: enough for half of every split to be one-hop).
+  config.world.train_questions = 280  # Train questions.
+  config.world.validation_questions = 128  # Validation questions: what the pilot chose the task on.
   config.world.test_questions = 200  # Held-out test questions (one is 0.5%).
-  config.train.test_questions = 200  # All of them, at every evaluation.
+  config.train.test_questions = 0 if size == "pilot" else 200  # All of them, at every evaluation (none in the pilot: test is never looked at).
   config.train.eval_samples = 0  # Greedy validation only (time).
-  config.train.eval_questions = 32  # The whole validation split.
-  config.train.steps = 10  # M-GRPO steps per run.
-  config.train.eval_every = 5  # Evaluations (validation and test): steps 0, 5, 10.
-  config.checkpoint.every = 5  # A killed reproduction resumes its runs from here.
+  config.train.eval_questions = 128  # The whole validation split.
+  config.train.steps = 40  # M-GRPO steps per run.
+  config.train.eval_every = 10  # Evaluations (validation and test): steps 0, 10, 20, 30, 40.
+  config.checkpoint.every = 10  # A killed reproduction resumes its runs from here.
+  for side in ("main", "sub"):
+    config.learner[side].log_ref_kl = True  # ref_kl in every run's curve: how far each agent moved from its warm start.
   if size == "quick":
     config.model.vocab_size = 512  # Tiny tokenizer.
     config.model.hidden_size = 32  # Tiny model width.

@@ -1,33 +1,39 @@
 """The paper's comparison, reproduced from one command.
 
   bash launch/reproduce.sh [--quick] [--out DIR] [--suite SUITES]
-                           [--arms ARMS] [--seeds N]
+                           [--arms ARMS] [--seeds N] [--protocol FILE|none]
   python -m mgrpo_jax.reproduce ...   (the same, without the set-up)
 
 Suites (comma-separated; default "main"):
-  main       the arms on the task of configs/reproduce.py (both agents
-             warm-started with a documented weakness; about 75 minutes on a
-             2-core CPU with no warm start cached);
-  clean      the same arms on the variant with no injected weakness (as
-             long again: three more warm starts);
+  main       the pre-registered comparison on the task of
+             configs/reproduce.py (launch/results/reproduce/PROTOCOL.md):
+             the primary pair frozen_sub / mgrpo on 8 seeds, the other arms
+             on 4 (MAIN_SEEDS); checked against the protocol before any
+             run, its time left printed before it starts (COST);
+  clean      the same arms on the variant with no injected weakness;
   ablations  the mgrpo arm with one setting changed (ABLATIONS), against
              the main suite's mgrpo runs of the same seeds.
 
-Arms (ARMS): single_agent (one agent searches, visits and answers),
-frozen_sub (only the planner trains), mgrpo (both train, the sub-agent's
-reward tied to the main outcome) and mgrpo_no_credit (both train, v_main = 0:
-the sub-agent's reward without the main outcome). Seed s of every arm starts
-from the same warm start (the warm-start cache is keyed by the seed and the
-settings; single_agent's has the single agent's demonstrations), so arms are
-paired by seed.
+Arms (ARMS): frozen_sub (only the planner trains), mgrpo (both train, the
+sub-agent's reward tied to the main outcome), mgrpo_no_credit (both train,
+v_main = 0: the sub-agent's reward without the main outcome), mgrpo_expert
+(the paper's composite sub-agent reward: the main outcome's credit and the
+rule expert's score of the sub-agent's own report) and single_agent (one
+agent searches, visits and answers, with the team's turn slack and about
+its sampled tokens per step). Seed s of every arm starts from the same warm
+start (the warm-start cache is keyed by the seed and the settings;
+single_agent's has the single agent's demonstrations), so arms are paired
+by seed; seeds are always 0 .. n-1.
 
 Each run is `python -m mgrpo_jax.main` in its own process, in DIR/runs/NAME
 (log in DIR/runs/NAME.log); its figures go to DIR/runs/NAME/result.json
 when it ends. A killed reproduction is resumed by the same command: finished
-runs are kept, an unfinished one resumes from its last checkpoint. When every
-run of a suite is done, reproduce_report.py writes DIR/results.json (main,
-clean) or DIR/ablations.json, the tables (.md) and the curves (.png). A DIR
-that holds them is refused: a finished reproduction is never overwritten.
+runs are kept, an unfinished one resumes from its last checkpoint, so a
+suite can be run in several sittings. When every run of a suite is done,
+reproduce_report.py writes DIR/results.json (main, clean) or
+DIR/ablations.json, the tables (.md, with the pre-registered analysis of
+reproduce_analysis.py) and the curves (.png). A DIR that holds them is
+refused: a finished reproduction is never overwritten.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import sys
 import time
 from typing import Sequence
 
+from mgrpo_jax import reproduce_protocol as protocol
 from mgrpo_jax import reproduce_report
 from mgrpo_jax.runtime.config_checks import usage_error
 
@@ -49,13 +56,27 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "reproduce.py"
 # Overrides on configs/reproduce.py that make each arm.
 ARMS: dict[str, dict[str, object]] = {
-    "single_agent": {"mode": "single",
-                     # Search and visit per hop, then answer (2 hops).
-                     "agents.main.max_turns": 5},
     "frozen_sub": {"mode": "frozen_sub"},
     "mgrpo": {"mode": "mgrpo"},
     "mgrpo_no_credit": {"mode": "mgrpo", "reward.v_main": 0.0},
+    # The paper's composite sub-agent reward: the main outcome's credit and
+    # the rule expert's score of the sub-agent's own report.
+    "mgrpo_expert": {"mode": "mgrpo", "reward.preset": "with_expert"},
+    "single_agent": {"mode": "single",
+                     # 5 turns are needed (search, visit per hop, answer);
+                     # the team has 1 turn of slack per agent and hop (main
+                     # 4 for 3, sub 4 for 3 per hop): 3 here.
+                     "agents.main.max_turns": 8,
+                     # Twice the questions per step: the single agent samples
+                     # about half the team's tokens per rollout, so this
+                     # matches the team's sampled tokens per step.
+                     "train.questions_per_step": 16},
 }
+PRIMARY = ("frozen_sub", "mgrpo")  # The pre-registered comparison's pair.
+# Seeds per arm of the main suite (0 .. n-1; PROTOCOL.md): the primary pair
+# 8, the secondary arms 4, all on the same warm starts of those seeds.
+MAIN_SEEDS = {"frozen_sub": 8, "mgrpo": 8, "mgrpo_no_credit": 4,
+              "mgrpo_expert": 4, "single_agent": 4}
 # Overrides on the mgrpo arm; the reference (D_max 2, aligned, group
 # scale, sync with token correction) is the main suite's mgrpo run.
 ABLATIONS: dict[str, dict[str, object]] = {
@@ -69,8 +90,15 @@ ABLATIONS: dict[str, dict[str, object]] = {
                       "learner.sub.off_policy": "none"},
     "one_step_token": {"train.staleness": "one_step"},
 }
+# Seconds of one full-size run per arm and of one warm start (SFT), measured
+# by the pilot (mgrpo_jax/reproduce_pilot.py) on COST_CPU: what the suite's
+# time left is estimated from before it starts.
+COST_CPU = "Intel Xeon family 6 model 167, 2 vCPUs"
+COST = {"warm_start": 480.0, "frozen_sub": 900.0, "mgrpo": 1200.0,
+        "mgrpo_no_credit": 1200.0, "mgrpo_expert": 1200.0,
+        "single_agent": 900.0}
 SUITES = ("main", "clean", "ablations")
-DEFAULT_SEEDS = {"main": 3, "clean": 3, "ablations": 2}
+DEFAULT_SEEDS = {"clean": 3, "ablations": 2}  # The main suite: MAIN_SEEDS.
 QUICK_SEEDS = 2
 
 
@@ -89,20 +117,34 @@ class Run:
     return f"{prefix}{self.name}-seed{self.seed}"
 
 
-def plan(suite: str, arms: Sequence[str], seeds: int, quick: bool
+def seeds_of(suite: str, arm: str, seeds: int | None, quick: bool) -> int:
+  """Seeds of an arm: `seeds` if given, else 2 with quick, else the suite's
+  (MAIN_SEEDS per arm for the main suite)."""
+  if seeds is not None:
+    return seeds
+  if quick:
+    return QUICK_SEEDS
+  return MAIN_SEEDS[arm] if suite == "main" else DEFAULT_SEEDS[suite]
+
+
+def plan(suite: str, arms: Sequence[str], seeds: int | None, quick: bool
          ) -> list[Run]:
   """The runs of one suite, seed-major (a seed's warm start is built once,
-  by its first run, and reused by the others)."""
+  by its first run, and reused by the others; a suite run in several
+  sittings has every arm of the early seeds first)."""
   size = "quick" if quick else "full"
   runs = []
-  for seed in range(seeds):
-    if suite == "ablations":
+  if suite == "ablations":
+    for seed in range(seeds_of(suite, "mgrpo", seeds, quick)):
       for name, overrides in ABLATIONS.items():
         runs.append(Run(suite, name, seed, f"{CONFIG}:{size}", tuple(
             {**ARMS["mgrpo"], **overrides}.items())))
-    else:
-      config = f"{CONFIG}:{size}" + (":clean" if suite == "clean" else "")
-      for arm in arms:
+    return runs
+  config = f"{CONFIG}:{size}" + (":clean" if suite == "clean" else "")
+  count = {arm: seeds_of(suite, arm, seeds, quick) for arm in arms}
+  for seed in range(max(count.values())):
+    for arm in arms:
+      if seed < count[arm]:
         runs.append(Run(suite, arm, seed, config, tuple(ARMS[arm].items())))
   return runs
 
@@ -114,12 +156,15 @@ def command(run: Run, run_dir: pathlib.Path) -> list[str]:
   return [sys.executable, "-m", "mgrpo_jax.main", *flags]
 
 
-def execute(run: Run, out: pathlib.Path, log) -> dict:
-  """Runs (or resumes) one run; returns its result (cached in result.json)."""
+FINISHED = "finished"  # Marker file of a run whose process ended well.
+
+
+def run_once(run: Run, out: pathlib.Path, log) -> pathlib.Path:
+  """Runs (or resumes, from its last checkpoint) one run's process, unless
+  it finished before; returns its run directory."""
   run_dir = out / "runs" / run.directory_name
-  result_file = run_dir / "result.json"
-  if result_file.is_file():
-    return json.loads(result_file.read_text())
+  if (run_dir / FINISHED).is_file():
+    return run_dir
   run_dir.mkdir(parents=True, exist_ok=True)
   log_file = out / "runs" / f"{run.directory_name}.log"
   log(f"{run.directory_name}: running (log: {log_file})")
@@ -133,9 +178,22 @@ def execute(run: Run, out: pathlib.Path, log) -> dict:
     raise RuntimeError(f"{run.directory_name} failed (exit {code}); the end "
                        f"of {log_file}:\n{tail}\nRun the same command again "
                        "to resume once the cause is fixed.")
+  # The seconds of the process that finished it (a resumed run's earlier
+  # sittings are not counted).
+  (run_dir / FINISHED).write_text(f"{time.perf_counter() - start}\n")
+  return run_dir
+
+
+def execute(run: Run, out: pathlib.Path, log) -> dict:
+  """Runs (or resumes) one run; returns its result (cached in result.json)."""
+  run_dir = out / "runs" / run.directory_name
+  result_file = run_dir / "result.json"
+  if result_file.is_file():
+    return json.loads(result_file.read_text())
+  run_dir = run_once(run, out, log)
   result = reproduce_report.run_result(run_dir, suite=run.suite,
                                        name=run.name, seed=run.seed)
-  result["seconds"] = time.perf_counter() - start
+  result["seconds"] = float((run_dir / FINISHED).read_text())
   result_file.write_text(json.dumps(result, indent=1) + "\n")
   log(f"{run.directory_name}: test accuracy {result['test_accuracy']:.3f} "
       f"after {result['sampled_tokens']:.0f} sampled tokens "
@@ -159,8 +217,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   parser.add_argument("--arms", default=",".join(ARMS),
                       help=f"comma-separated, of {', '.join(ARMS)}")
   parser.add_argument("--seeds", type=int, default=None,
-                      help="seeds per arm (default: 3; 2 for ablations "
-                      "and with --quick)")
+                      help="seeds per arm (default: the main suite's "
+                      "MAIN_SEEDS, 3 for clean, 2 for ablations and with "
+                      "--quick)")
+  parser.add_argument("--protocol", default=str(protocol.PROTOCOL),
+                      help="the pre-registered design the main suite is "
+                      "checked against before any run (default "
+                      "launch/results/reproduce/PROTOCOL.md; 'none': no "
+                      "check; --quick never checks)")
   args = parser.parse_args(argv)
   if args.suite is None:
     args.suite = "main"
@@ -181,6 +245,38 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   return args
 
 
+def estimate(runs: Sequence[Run], out: pathlib.Path) -> float:
+  """Seconds the runs not yet finished in `out` will take on the CPU that
+  measured COST (a warm start counted once per seed and layout, unless an
+  earlier run of the suite built it)."""
+  total, built = 0.0, set()
+  for run in runs:
+    run_dir = out / "runs" / run.directory_name
+    layout = "single" if dict(run.overrides)["mode"] == "single" else "multi"
+    if not (run_dir / FINISHED).is_file():
+      total += COST[run.name] if run.name in COST else COST["mgrpo"]
+      if (run.seed, layout) not in built:
+        total += COST["warm_start"]
+    built.add((run.seed, layout))
+  return total
+
+
+def check_protocol(args, suite: str, runs: Sequence[Run]) -> None:
+  """The main full suite must be the pre-registered one (see
+  reproduce_protocol.py); --quick, other suites and --protocol=none are not
+  checked."""
+  if suite != "main" or args.quick or args.protocol == "none":
+    return
+  arms = {arm: ARMS[arm] for arm in args.arm_list}
+  seeds = {arm: seeds_of("main", arm, args.seeds, False)
+           for arm in args.arm_list}
+  planned = protocol.design(arms, seeds, PRIMARY)
+  try:
+    protocol.check(args.protocol, planned, [(r.name, r.seed) for r in runs])
+  except protocol.ProtocolError as e:
+    usage_error(str(e))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(sys.argv[1:] if argv is None else argv)
   out = pathlib.Path(args.out).resolve()
@@ -190,17 +286,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     usage_error(f"--out={args.out}: holds a finished reproduction "
                 f"({', '.join(sorted(set(finished)))}); it is never "
                 "overwritten: choose another --out, or move it away.")
+  plans = {suite: plan(suite, args.arm_list, args.seeds, args.quick)
+           for suite in args.suites}
+  for suite, runs in plans.items():  # Every check before any run.
+    check_protocol(args, suite, runs)
   log = lambda message: print(f"[reproduce] {message}", flush=True)
   start = time.perf_counter()
-  for suite in args.suites:
-    seeds = args.seeds or (QUICK_SEEDS if args.quick
-                           else DEFAULT_SEEDS[suite])
-    runs = plan(suite, args.arm_list, seeds, args.quick)
-    log(f"suite {suite}: {len(runs)} runs")
+  for suite, runs in plans.items():
+    left = estimate(runs, out) if not args.quick else None
+    log(f"suite {suite}: {len(runs)} runs"
+        + (f"; about {left / 3600:.1f} h left on the CPU of COST "
+           f"({COST_CPU})" if left else ""))
     results = [execute(run, out, log) for run in runs]
     if suite == "ablations":
       references = [execute(run, out, log) for run in plan(
-          "main", ["mgrpo"], seeds, args.quick)]
+          "main", ["mgrpo"], args.seeds or seeds_of(
+              "ablations", "mgrpo", None, args.quick), args.quick)]
       results = references + results
     written = reproduce_report.write(out, suite, results)
     log(f"suite {suite}: wrote {', '.join(map(str, written))}")

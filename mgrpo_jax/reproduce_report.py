@@ -17,8 +17,10 @@ import pathlib
 import statistics
 from typing import Sequence
 
+from mgrpo_jax import reproduce_analysis
 from mgrpo_jax.bench.common import cpu_model
 from mgrpo_jax.runtime.metrics import JSONL_NAME, read_jsonl
+from mgrpo_jax.train.outcomes import read_outcomes
 
 # Curve field -> the metric it comes from (test split, greedy).
 CURVE_KEYS = {
@@ -45,6 +47,19 @@ def output_of(suite: str) -> str:
   return f"{OUTPUTS[suite]}.json"
 
 
+# Per-step training figures averaged into each curve point over the steps
+# since the point before (None at step 0): curve field -> metric.
+WINDOW_KEYS = {
+    "train_accuracy": "main/accuracy",
+    "main_informative_groups": "main/informative_groups",
+    "sub_informative_groups": "sub/informative_groups",
+    "main_grad_norm": "main/grad_norm",
+    "sub_grad_norm": "sub/grad_norm",
+}
+# KL of each agent to its warm start at the point's step (learner log_ref_kl).
+POINT_KEYS = {"main_ref_kl": "main/ref_kl", "sub_ref_kl": "sub/ref_kl"}
+
+
 def run_result(run_dir: pathlib.Path, *, suite: str, name: str,
                seed: int) -> dict:
   """A finished run's figures (see the module docstring)."""
@@ -54,31 +69,72 @@ def run_result(run_dir: pathlib.Path, *, suite: str, name: str,
   for record in records:  # A resumed run repeats steps: later ones win.
     by_step.setdefault(record["step"], {}).update(record)
   tokens, curve, step_seconds, compilations = 0.0, [], [], None
+  window: list[dict] = []
   for step in sorted(by_step):
     metrics = by_step[step]
     tokens += metrics.get("rollout/generated_tokens", 0.0)
     if "time/step" in metrics:
       step_seconds.append(metrics["time/step"])
+    if step > 0:
+      window.append(metrics)
     compilations = metrics.get("jit/compilations", compilations)
     if "test/accuracy" in metrics:
       point = {"step": step, "sampled_tokens": tokens}
       point.update({k: metrics.get(m) for k, m in CURVE_KEYS.items()})
+      point.update({k: metrics.get(m) for k, m in POINT_KEYS.items()})
+      for key, metric in WINDOW_KEYS.items():
+        values = [w[metric] for w in window if metric in w]
+        point[key] = statistics.fmean(values) if values else None
+      window = []
       curve.append(point)
   if not curve:
     raise RuntimeError(f"{path} has no test evaluation (test/accuracy); "
                        "expected configs/reproduce.py's "
                        "train.test_questions > 0.")
   final = curve[-1]
-  return {"suite": suite, "arm": name, "seed": seed,
-          "test_accuracy": final["test_accuracy"],
-          "sub_report_accuracy": final["sub_report_accuracy"],
-          "sampled_tokens": tokens, "steps": max(by_step),
-          "step_seconds_median": (statistics.median(step_seconds)
-                                  if step_seconds else None),
-          "compilations": compilations,
-          **{k: final[k] for _, k in DIAGNOSTICS
-             if k != "sub_report_accuracy"},
-          "curve": curve}
+  result = {"suite": suite, "arm": name, "seed": seed,
+            "test_accuracy": final["test_accuracy"],
+            "start_test_accuracy": curve[0]["test_accuracy"],
+            "sub_report_accuracy": final["sub_report_accuracy"],
+            "sampled_tokens": tokens, "steps": max(by_step),
+            "step_seconds_median": (statistics.median(step_seconds)
+                                    if step_seconds else None),
+            "compilations": compilations,
+            **{k: final[k] for _, k in DIAGNOSTICS
+               if k != "sub_report_accuracy"},
+            "curve": curve}
+  outcomes = read_outcomes(pathlib.Path(run_dir) / "all")
+  tests = {step: split["test"] for step, split in outcomes.items()
+           if step in {p["step"] for p in curve} and "test" in split}
+  if tests:
+    ids = sorted(tests[max(tests)])
+    result["test_question_ids"] = ids
+    result["test_outcomes"] = {str(step): "".join(
+        str(int(answers.get(q, 0))) for q in ids)
+        for step, answers in sorted(tests.items())}
+  return result
+
+
+def require_outcomes(results: Sequence[dict], source: str) -> None:
+  """The question-level analysis needs every run's final test outcomes:
+  a RuntimeError naming the runs without them and `source`."""
+  missing = [f"{r['arm']} seed {r['seed']}" for r in results
+             if str(r.get("steps")) not in r.get("test_outcomes", {})]
+  if missing:
+    raise RuntimeError(
+        f"{source}: {len(missing)} run(s) lack per-question test outcomes "
+        f"at their last step ({', '.join(missing)}); expected runs of this "
+        "version of mgrpo_jax, which writes them to "
+        "<run>/all/outcomes.jsonl. Rerun those runs (delete their "
+        "result.json and run directory) to analyse the suite.")
+
+
+def outcomes_of(result: dict, step: int | None = None) -> dict[str, int]:
+  """Question id -> 1 / 0 of a run's test evaluation at `step` (default:
+  its last)."""
+  bits = result["test_outcomes"][str(result["steps"] if step is None
+                                     else step)]
+  return dict(zip(result["test_question_ids"], map(int, bits)))
 
 
 def at_budget(curve: Sequence[dict], budget: float) -> float:
@@ -161,7 +217,17 @@ def table(suite: str, results: Sequence[dict]) -> str:
     lines.append("")
     lines.append("Paired per-seed difference mgrpo − frozen_sub, final "
                  f"test accuracy (points): {_cell(diffs)}")
-  return "\n".join(lines) + "\n"
+  text = "\n".join(lines) + "\n"
+  if suite != "ablations" and has_outcomes(results):
+    text += reproduce_analysis.markdown(reproduce_analysis.analysis(results))
+  return text
+
+
+def has_outcomes(results: Sequence[dict]) -> bool:
+  """Whether every run carries its final per-question test outcomes (runs
+  of before they were saved do not: their suites get no analysis)."""
+  return all(str(r.get("steps")) in r.get("test_outcomes", {})
+             for r in results)
 
 
 def _grid_mean_std(runs: Sequence[dict], key: str, points: int = 40):
@@ -223,12 +289,16 @@ def write(out: pathlib.Path, suite: str, results: Sequence[dict]
   """DIR/<output>.json, .md and .png of a finished suite."""
   out = pathlib.Path(out)
   stem = OUTPUTS[suite]
+  if suite != "ablations":
+    require_outcomes(results, f"{out}/runs")
   text = table(suite, results)
   summary = {
       "suite": suite, "cpu": cpu_model(),
       "budgets": budgets(results),
       "seconds": sum(r.get("seconds", 0.0) for r in results),
       "table": text, "runs": list(results)}
+  if suite != "ablations":
+    summary["analysis"] = reproduce_analysis.analysis(results)
   paths = [out / f"{stem}.md", out / f"{stem}.png", out / f"{stem}.json"]
   paths[0].write_text(text)
   plot(paths[1], suite, results)
@@ -257,6 +327,9 @@ def redraw(out: pathlib.Path) -> list[pathlib.Path]:
     path = pathlib.Path(out) / f"{stem}.json"
     if path.is_file():
       summary = json.loads(path.read_text())
+      if suite != "ablations":
+        require_outcomes(summary["runs"], str(path))
+        summary["analysis"] = reproduce_analysis.analysis(summary["runs"])
       summary["table"] = table(suite, summary["runs"])
       path.with_suffix(".md").write_text(summary["table"])
       plot(path.with_suffix(".png"), suite, summary["runs"])
@@ -278,5 +351,5 @@ if __name__ == "__main__":
   try:
     for drawn_path in redraw(pathlib.Path(sys.argv[1])):
       print(drawn_path)
-  except FileNotFoundError as error:
+  except (FileNotFoundError, RuntimeError) as error:
     sys.exit(f"error: {error}")

@@ -39,7 +39,8 @@ def test_training_configs_pass_the_trainer_checks(name):
   assert len(world.splits["validation"]) >= config.train.eval_questions
 
 
-@pytest.mark.parametrize("arg", ["full", "quick", "full:clean", "quick:clean"])
+@pytest.mark.parametrize("arg", ["full", "pilot", "quick", "full:clean",
+                                 "quick:clean"])
 def test_reproduce_configs_pass_the_trainer_checks(arg):
   spec = importlib.util.spec_from_file_location(
       "reproduce", ROOT / "configs" / "reproduce.py")
@@ -51,8 +52,11 @@ def test_reproduce_configs_pass_the_trainer_checks(arg):
   world = generate_world(WorldConfig(**config.world.to_dict()))
   assert len(world.splits["test"]) >= config.train.test_questions
   assert (config.sft.lazy_report == 0.0) == arg.endswith("clean")
-  with pytest.raises(ValueError, match="expected one of full, quick"):
+  with pytest.raises(ValueError, match="expected one of full, pilot, quick"):
     module.get_config("large")
+  if arg == "pilot":  # The pilot never looks at the test split.
+    assert config.train.test_questions == 0
+    assert config.train.eval_questions == 128
 
 
 def test_reproduce_task_needs_the_visit_for_most_hops():

@@ -9,18 +9,20 @@ import sys
 import pytest
 
 from mgrpo_jax import reproduce, reproduce_report
+from mgrpo_jax.train.outcomes import write_outcomes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_plan_pairs_arms_by_seed():
   runs = reproduce.plan("main", list(reproduce.ARMS), 3, quick=False)
-  assert [(r.seed, r.name) for r in runs[:4]] == [
-      (0, "single_agent"), (0, "frozen_sub"), (0, "mgrpo"),
-      (0, "mgrpo_no_credit")]
-  assert len(runs) == 12 and {r.seed for r in runs} == {0, 1, 2}
-  no_credit = dict(runs[3].overrides)
+  assert [(r.seed, r.name) for r in runs[:5]] == [
+      (0, "frozen_sub"), (0, "mgrpo"), (0, "mgrpo_no_credit"),
+      (0, "mgrpo_expert"), (0, "single_agent")]
+  assert len(runs) == 15 and {r.seed for r in runs} == {0, 1, 2}
+  no_credit = dict(runs[2].overrides)
   assert no_credit == {"mode": "mgrpo", "reward.v_main": 0.0}
+  assert dict(runs[3].overrides)["reward.preset"] == "with_expert"
   assert runs[0].config.endswith("reproduce.py:full")
   clean = reproduce.plan("clean", ["mgrpo"], 1, quick=True)[0]
   assert clean.config.endswith(":quick:clean")
@@ -29,12 +31,46 @@ def test_plan_pairs_arms_by_seed():
   assert len(ablations) == 2 * len(reproduce.ABLATIONS)
   off = next(r for r in ablations if r.name == "align_off")
   assert dict(off.overrides)["align.d_max"] == 0
-  command = reproduce.command(runs[3], pathlib.Path("/x"))
+  command = reproduce.command(runs[2], pathlib.Path("/x"))
   assert "--config.reward.v_main=0.0" in command
   assert "--config.seed=0" in command and "--config.run_dir=/x" in command
 
 
-def test_default_is_the_main_suite_with_three_seeds_per_arm():
+def test_the_main_suite_has_the_registered_seeds_per_arm_seed_major():
+  """8 seeds of the primary pair, 4 of every other arm, 0 .. n-1; the early
+  seeds have every arm first (a suite run in several sittings)."""
+  runs = reproduce.plan("main", list(reproduce.ARMS), None, quick=False)
+  seeds = {}
+  for run in runs:
+    seeds.setdefault(run.name, []).append(run.seed)
+  assert seeds == {arm: list(range(n))
+                   for arm, n in reproduce.MAIN_SEEDS.items()}
+  assert reproduce.MAIN_SEEDS["mgrpo"] == reproduce.MAIN_SEEDS[
+      "frozen_sub"] >= 8
+  assert all(n >= 4 for n in reproduce.MAIN_SEEDS.values())
+  assert [r.name for r in runs[20:]] == ["frozen_sub", "mgrpo"] * 4
+  assert {r.seed for r in runs[:20]} == {0, 1, 2, 3}
+  quick = reproduce.plan("main", list(reproduce.ARMS), None, quick=True)
+  assert len(quick) == 2 * len(reproduce.ARMS)
+
+
+def test_estimate_counts_a_warm_start_per_seed_and_layout(tmp_path):
+  runs = reproduce.plan("main", ["frozen_sub", "mgrpo", "single_agent"], 2,
+                        quick=False)
+  cost = reproduce.COST
+  full = reproduce.estimate(runs, tmp_path)
+  assert full == pytest.approx(
+      2 * (cost["frozen_sub"] + cost["mgrpo"] + cost["single_agent"])
+      + 4 * cost["warm_start"])
+  done = tmp_path / "runs" / runs[0].directory_name
+  done.mkdir(parents=True)
+  (done / reproduce.FINISHED).write_text("1\n")
+  # Seed 0's team warm start exists once its first run finished.
+  assert reproduce.estimate(runs, tmp_path) == pytest.approx(
+      full - cost["frozen_sub"] - cost["warm_start"])
+
+
+def test_default_is_the_main_suite_with_every_arm():
   args = reproduce.parse_args([])
   assert args.suites == ["main"] and args.arm_list == list(reproduce.ARMS)
   assert args.out == "runs/reproduce"
@@ -58,6 +94,11 @@ def test_bad_arguments_are_named(argv, message, capsys):
 
 def fake_metrics(run_dir, tokens, accuracies):
   (run_dir / "all").mkdir(parents=True)
+  for step, accuracy in enumerate(accuracies):  # 10 questions.
+    right = round(10 * accuracy)
+    write_outcomes(str(run_dir / "all"), step, {
+        "validation": {"v0": 1},
+        "test": {f"q{i}": int(i < right) for i in range(10)}})
   lines = [{"step": 0, "sft/steps": 1.0},
            {"step": 0, "test/accuracy": accuracies[0], "eval/accuracy": 0.0,
             "test/sub_report_accuracy": 0.5}]
@@ -82,6 +123,10 @@ def test_results_curves_budgets_and_the_paired_difference(tmp_path):
   assert first["sampled_tokens"] == 200 and first["test_accuracy"] == 0.5
   assert [p["sampled_tokens"] for p in first["curve"]] == [0, 100, 200]
   assert first["compilations"] == 12 and first["sub_report_accuracy"] == 0.6
+  assert first["start_test_accuracy"] == 0.1
+  assert first["test_question_ids"] == [f"q{i}" for i in range(10)]
+  assert first["test_outcomes"] == {"0": "1" + "0" * 9, "1": "11" + "0" * 8,
+                                    "2": "11111" + "0" * 5}
   assert reproduce_report.at_budget(first["curve"], 150) == 0.2
   assert reproduce_report.budgets(results) == [67, 133, 200]
   table = reproduce_report.table("main", results)
@@ -108,7 +153,9 @@ def test_each_arm_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
               "delegations_hop2": sub} for s in range(3)]
     results.append({"arm": arm, "seed": 0, "curve": curve,
                     "test_accuracy": 0.1, "sampled_tokens": 200.0,
-                    "sub_report_accuracy": sub})
+                    "sub_report_accuracy": sub, "steps": 2,
+                    "start_test_accuracy": 0.1, "test_question_ids": ["q"],
+                    "test_outcomes": {"2": "1"}})
   monkeypatch.setattr(pyplot, "close", lambda figure: None)
   reproduce_report.plot(tmp_path / "x.png", "main", results)
   colours = {}

@@ -1,7 +1,8 @@
 """Per-question evaluation results of a run, for question-level paired
 tests (mgrpo_jax.reproduce_report): at every evaluation the trainer appends
 one line {"step": N, "validation": {task id: 1 / 0}, "test": {...}} to
-run_dir/all/outcomes.jsonl, 1 where the greedy rollout answered right."""
+run_dir/<role>/outcomes.jsonl (beside the role's metrics), 1 where the
+greedy rollout answered right."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ class Side:
 
   def __init__(self, config, role: str, log: Callable[[str], None]):
     check_run_config(config, role)
-    self.config, self.log = config, log
+    self.config, self.log, self.role = config, log, role
     self.kinds = sub_kinds(agents_section(config))
     self.samples = role in ("all", "main")
     trains = {"main": self.samples}
@@ -370,7 +370,8 @@ class Side:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
                           prefix="test", weights=self.weights,
                           outcomes=outcomes["test"]))
-    write_outcomes(f"{absolute(self.config.run_dir)}/all", step, outcomes)
+    write_outcomes(f"{absolute(self.config.run_dir)}/{self.role}", step,
+                   outcomes)
     for kind, (version, _) in self.sub_weights.items():
       out[f"eval/{kind}_version"] = float(version)
     return out

@@ -1,0 +1,114 @@
+"""The reproduction's pre-registered design, and the check that a suite about
+to run is the one its protocol file describes.
+
+launch/results/reproduce/PROTOCOL.md states, before the full suite ran, the
+task, arms, seeds, steps, endpoints and analysis in prose, and the part a
+machine can check in one fenced block that opens with ```json protocol:
+
+  {"config": "configs/reproduce.py:full",
+   "config_sha256": the digest of that config's fields (run_dir and seed,
+                    which reproduce.py sets per run, left out),
+   "steps": M-GRPO steps per run,
+   "arms": {arm: {"overrides": {...}, "seeds": n}},
+   "primary": [the pair whose paired difference is the primary endpoint]}
+
+`python -m mgrpo_jax.reproduce` checks the main suite against it before any
+run: a config, an arm's overrides, a seed count or a step count that differ
+from the protocol refuse the command, naming what differs. Seeds are always
+0 .. n-1, so the result can be checked on seeds outside the protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import re
+from typing import Mapping, Sequence
+
+from mgrpo_jax.runtime.config_checks import load_config_file
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIG_FILE = "configs/reproduce.py"
+PROTOCOL = ROOT / "launch" / "results" / "reproduce" / "PROTOCOL.md"
+_BLOCK = re.compile(r"```json protocol\n(.*?)\n```", re.DOTALL)
+
+
+class ProtocolError(ValueError):
+  """The suite about to run is not the one the protocol file describes."""
+
+
+def config_digest(config_arg: str) -> tuple[str, int]:
+  """(sha256 of the config's fields but run_dir and seed, its train.steps)
+  of `configs/reproduce.py:<config_arg>`."""
+  config = load_config_file(f"{ROOT / CONFIG_FILE}:{config_arg}")
+  fields = json.loads(config.to_json_best_effort(sort_keys=True))
+  fields.pop("run_dir")
+  fields.pop("seed")
+  blob = json.dumps(fields, sort_keys=True).encode()
+  return hashlib.sha256(blob).hexdigest(), int(config.train.steps)
+
+
+def design(arms: Mapping[str, Mapping[str, object]],
+           seeds: Mapping[str, int], primary: Sequence[str],
+           config_arg: str = "full") -> dict:
+  """The machine-checkable design of a main suite: `arms` name -> overrides,
+  `seeds` name -> count."""
+  digest, steps = config_digest(config_arg)
+  return {"config": f"{CONFIG_FILE}:{config_arg}", "config_sha256": digest,
+          "steps": steps,
+          "arms": {name: {"overrides": dict(overrides),
+                          "seeds": int(seeds[name])}
+                   for name, overrides in arms.items()},
+          "primary": list(primary)}
+
+
+def read(path: str | pathlib.Path) -> dict:
+  """The design block of a protocol file."""
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise ProtocolError(f"--protocol={path}: no such file; expected a "
+                        "protocol like launch/results/reproduce/PROTOCOL.md "
+                        "(or --protocol=none to run without one).")
+  blocks = _BLOCK.findall(path.read_text(encoding="utf-8"))
+  if len(blocks) != 1:
+    raise ProtocolError(f"{path}: holds {len(blocks)} ```json protocol "
+                        "blocks; expected exactly one (the design a suite "
+                        "is checked against).")
+  try:
+    return json.loads(blocks[0])
+  except ValueError as e:
+    raise ProtocolError(f"{path}: its ```json protocol block is not JSON "
+                        f"({e}).") from e
+
+
+def check(path: str | pathlib.Path, planned: dict,
+          runs: Sequence[tuple[str, int]]) -> None:
+  """Refuses (ProtocolError) a suite whose design differs from the
+  protocol's, or a planned (arm, seed) run the protocol does not have."""
+  registered = read(path)
+  differences = []
+  for field in ("config", "config_sha256", "steps", "primary"):
+    if registered.get(field) != planned[field]:
+      differences.append(f"{field}: the protocol has "
+                         f"{registered.get(field)!r}, this suite "
+                         f"{planned[field]!r}")
+  arms = registered.get("arms", {})
+  for arm, seed in runs:
+    if arm not in arms:
+      differences.append(f"arm {arm!r}: not in the protocol (it has "
+                         f"{', '.join(arms) or 'none'})")
+      continue
+    if arms[arm].get("overrides") != planned["arms"][arm]["overrides"]:
+      differences.append(f"arms.{arm}.overrides: the protocol has "
+                         f"{arms[arm].get('overrides')!r}, this suite "
+                         f"{planned['arms'][arm]['overrides']!r}")
+    if seed >= int(arms[arm].get("seeds", 0)):
+      differences.append(f"arms.{arm}: seed {seed} is beyond the protocol's "
+                         f"{arms[arm].get('seeds')} seeds")
+  if differences:
+    unique = list(dict.fromkeys(differences))
+    raise ProtocolError(
+        f"{path}: the suite differs from the pre-registered design: "
+        + "; ".join(unique) + ". Run the protocol's suite, or pass "
+        "--protocol=none for a suite that is not the pre-registered one.")

@@ -1,0 +1,84 @@
+"""The pre-registered design: its block in a protocol file, and the check
+that refuses a suite the protocol does not describe, before any run."""
+
+import json
+
+import pytest
+
+from mgrpo_jax import reproduce
+from mgrpo_jax import reproduce_protocol as protocol
+
+
+def registered():
+  return protocol.design(reproduce.ARMS, reproduce.MAIN_SEEDS,
+                         reproduce.PRIMARY)
+
+
+def write(path, design, blocks=1):
+  text = "# Protocol\n\nProse.\n\n" + "".join(
+      f"```json protocol\n{json.dumps(design, indent=1)}\n```\n"
+      for _ in range(blocks))
+  path.write_text(text)
+  return path
+
+
+def runs(arms=None, seeds=None):
+  return [(r.name, r.seed) for r in reproduce.plan(
+      "main", arms or list(reproduce.ARMS), seeds, quick=False)]
+
+
+def test_the_registered_suite_passes(tmp_path):
+  path = write(tmp_path / "PROTOCOL.md", registered())
+  assert protocol.read(path) == registered()
+  protocol.check(path, registered(), runs())
+  # A subset of its runs (one arm, fewer seeds: a sitting) passes too.
+  protocol.check(path, registered(), runs(["mgrpo"], 2))
+
+
+def test_the_digest_follows_the_config_but_not_run_dir_or_seed():
+  digest, steps = protocol.config_digest("full")
+  assert steps == 40 and len(digest) == 64
+  assert protocol.config_digest("pilot")[0] != digest  # No test split.
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(config_sha256="0" * 64), "config_sha256: the "
+     "protocol has '0000"),
+    (lambda d: d.update(steps=10), "steps: the protocol has 10"),
+    (lambda d: d["arms"]["mgrpo"].update(seeds=3),
+     "arms.mgrpo: seed 3 is beyond the protocol's 3 seeds"),
+    (lambda d: d["arms"]["mgrpo"]["overrides"].update(mode="single"),
+     "arms.mgrpo.overrides: the protocol has"),
+    (lambda d: d["arms"].pop("single_agent"),
+     "arm 'single_agent': not in the protocol"),
+])
+def test_a_suite_that_differs_is_refused_naming_what(tmp_path, change,
+                                                     message):
+  design = registered()
+  change(design)
+  path = write(tmp_path / "PROTOCOL.md", design)
+  with pytest.raises(protocol.ProtocolError, match=message):
+    protocol.check(path, registered(), runs())
+
+
+def test_a_broken_protocol_file_is_named(tmp_path):
+  with pytest.raises(protocol.ProtocolError, match="no such file"):
+    protocol.read(tmp_path / "missing.md")
+  with pytest.raises(protocol.ProtocolError, match="holds 2"):
+    protocol.read(write(tmp_path / "two.md", registered(), blocks=2))
+  (tmp_path / "bad.md").write_text("```json protocol\n{nope\n```\n")
+  with pytest.raises(protocol.ProtocolError, match="is not JSON"):
+    protocol.read(tmp_path / "bad.md")
+
+
+def test_the_command_refuses_before_any_run(tmp_path, monkeypatch, capsys):
+  design = registered()
+  design["steps"] = 12
+  path = write(tmp_path / "PROTOCOL.md", design)
+  monkeypatch.setattr(reproduce.subprocess, "call",
+                      lambda *a, **k: pytest.fail("a run started"))
+  with pytest.raises(SystemExit) as exit_info:
+    reproduce.main(["--out", str(tmp_path / "out"), "--protocol", str(path)])
+  assert exit_info.value.code == 2
+  assert "steps: the protocol has 12" in capsys.readouterr().err
+  assert not (tmp_path / "out").exists()
