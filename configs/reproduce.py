@@ -11,13 +11,16 @@ injected weakness. mgrpo_jax/reproduce.py sets the arm (mode, v_main), the
 seed and the run directory on top of this file; configs/default.py
 documents every field, this file changes only these.
 
-The task: two-hop questions need the planner to delegate both hops (it
-was demonstrated answering after the first hop in `sft.early_answer` of
-them) and the sub-agent to read the page (it was demonstrated reporting from
-the 60-character search snippet, which rarely states the fact, in
-`sft.lazy_report` of its hops): after the warm start both agents have room
-to improve, and the sub-agent's only signal to visit is the main agent's
-outcome (v_main), which the mgrpo_no_credit arm removes.
+The task (chosen by the pilot, mgrpo_jax/reproduce_pilot.py, on the
+validation split only; launch/results/reproduce/PROTOCOL.md): two-hop
+questions need the planner to delegate both hops (it was demonstrated
+answering after the first hop in `sft.early_answer` of them) and the
+sub-agent to read the page and report the right name (it was demonstrated
+reporting from the 60-character search snippet, which rarely states the
+fact, in `sft.lazy_report` of its hops; after the warm start about half of
+its reports are wrong): both agents have room to improve, and the
+sub-agent's reward tied to the main outcome (v_main), which the
+mgrpo_no_credit arm removes, is its signal.
 """
 
 import pathlib
@@ -41,8 +44,8 @@ def get_config(arg: str = "full") -> ml_collections.ConfigDict:
                      f"{', '.join(SIZES)}, optionally followed by ':clean'.")
   config = _default()
   config.run_dir = "runs/reproduce"  # reproduce.py sets one per run.
-  config.sft.early_answer = 0.0 if variant else 0.5  # Planner weakness: answers a two-hop question after one hop.
-  config.sft.lazy_report = 0.0 if variant else 0.4  # Sub-agent weakness: reports from the snippet, without the visit.
+  config.sft.early_answer = 0.0 if variant else 0.6  # Planner weakness: answers a two-hop question after one hop (the pilot's "eager").
+  config.sft.lazy_report = 0.0 if variant else 0.1  # Sub-agent weakness: reports from the snippet, without the visit.
   config.agents.snippet_chars = 60  # Snippets cut short: most facts need the visit.
   config.world.num_entities = 200  # Entities (~350 one-hop facts: enough for half of every split to be one-hop).
   config.world.train_questions = 280  # Train questions.
@@ -55,6 +58,7 @@ def get_config(arg: str = "full") -> ml_collections.ConfigDict:
   config.train.eval_every = 10  # Evaluations (validation and test): steps 0, 10, 20, 30, 40.
   config.checkpoint.every = 10  # A killed reproduction resumes its runs from here.
   for side in ("main", "sub"):
+    config.learner[side].learning_rate = 3e-4  # The pilot's choice: 1e-3 collapsed validation accuracy in both settings tried.
     config.learner[side].log_ref_kl = True  # ref_kl in every run's curve: how far each agent moved from its warm start.
   if size == "quick":
     config.model.vocab_size = 512  # Tiny tokenizer.

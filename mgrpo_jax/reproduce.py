@@ -90,13 +90,16 @@ ABLATIONS: dict[str, dict[str, object]] = {
                       "learner.sub.off_policy": "none"},
     "one_step_token": {"train.staleness": "one_step"},
 }
-# Seconds of one full-size run per arm and of one warm start (SFT), measured
-# by the pilot (mgrpo_jax/reproduce_pilot.py) on COST_CPU: what the suite's
-# time left is estimated from before it starts.
+# Seconds of one full-size run per arm and of one warm start (SFT), on
+# COST_CPU: the pilot's mgrpo runs (mgrpo_jax/reproduce_pilot.py) took
+# 583-589 s with their SFT (144-150 s), 40 steps of 10-11 s and
+# evaluations of 3-16 s; the other arms are estimated from them (frozen_sub
+# without the sub-agent's update, about 35% of an mgrpo step) and the
+# suite's first runs check it. What a suite's time left is estimated from.
 COST_CPU = "Intel Xeon family 6 model 167, 2 vCPUs"
-COST = {"warm_start": 480.0, "frozen_sub": 900.0, "mgrpo": 1200.0,
-        "mgrpo_no_credit": 1200.0, "mgrpo_expert": 1200.0,
-        "single_agent": 900.0}
+COST = {"warm_start": 150.0, "frozen_sub": 330.0, "mgrpo": 470.0,
+        "mgrpo_no_credit": 470.0, "mgrpo_expert": 490.0,
+        "single_agent": 470.0}
 SUITES = ("main", "clean", "ablations")
 DEFAULT_SEEDS = {"clean": 3, "ablations": 2}  # The main suite: MAIN_SEEDS.
 QUICK_SEEDS = 2

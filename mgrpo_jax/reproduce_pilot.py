@@ -22,10 +22,13 @@ reports what the choice rests on (PILOT_FIGURES):
                    paired difference over the validation questions
                    (sqrt(discordant) / n): the policies moved if
                    |change| > 2 x noise;
-  visit_rate, delegations_hop2
+  visit_rate, delegations_hop2, report_accuracy
                    the weaknesses at step 0 and at the end (the sub-agent's
-                   visit rate below 1, the planner's delegations per two-hop
-                   question below 2: both agents keep something to learn).
+                   visit rate and report accuracy below 1, the planner's
+                   delegations per two-hop question below 2: both agents
+                   keep something to learn);
+  main_ref_kl_end, sub_ref_kl_end
+                   each agent's KL to its warm start at the end.
 
 DIR/pilot.json holds them per setting, DIR/pilot.md the table. Runs are
 resumable like the reproduction's (a finished run is kept, a killed one
@@ -49,30 +52,39 @@ from mgrpo_jax.train.outcomes import read_outcomes
 
 CONFIG = f"{reproduce.CONFIG}:pilot"
 # Setting -> overrides on configs/reproduce.py:pilot (seed 0, mgrpo arm).
+WEAKNESSES = {  # Planner's early answers, sub-agent's lazy reports.
+    "weak": {"sft.early_answer": 0.5, "sft.lazy_report": 0.4},
+    "mild": {"sft.early_answer": 0.3, "sft.lazy_report": 0.2},
+    "light": {"sft.early_answer": 0.15, "sft.lazy_report": 0.1},
+    # The planner's weakness of configs/default.py (which M-GRPO fixes in
+    # its 25 steps), the sub-agent's light.
+    "eager": {"sft.early_answer": 0.6, "sft.lazy_report": 0.1},
+}
+
+
+def _lr(rate: float) -> dict[str, float]:
+  return {"learner.main.learning_rate": rate,
+          "learner.sub.learning_rate": rate}
+
+
+B16K4 = {"train.questions_per_step": 16, "train.group_size": 4}
 SETTINGS: dict[str, dict[str, object]] = {
-    "mild_lr1e-3": {"sft.early_answer": 0.3, "sft.lazy_report": 0.2,
-                    "learner.main.learning_rate": 1e-3,
-                    "learner.sub.learning_rate": 1e-3},
-    "light_lr1e-3": {"sft.early_answer": 0.15, "sft.lazy_report": 0.1,
-                     "learner.main.learning_rate": 1e-3,
-                     "learner.sub.learning_rate": 1e-3},
-    "weak_lr1e-3": {"sft.early_answer": 0.5, "sft.lazy_report": 0.4,
-                    "learner.main.learning_rate": 1e-3,
-                    "learner.sub.learning_rate": 1e-3},
-    "mild_lr3e-4": {"sft.early_answer": 0.3, "sft.lazy_report": 0.2,
-                    "learner.main.learning_rate": 3e-4,
-                    "learner.sub.learning_rate": 3e-4},
-    "mild_lr1e-3_b16k4": {"sft.early_answer": 0.3, "sft.lazy_report": 0.2,
-                          "learner.main.learning_rate": 1e-3,
-                          "learner.sub.learning_rate": 1e-3,
-                          "train.questions_per_step": 16,
-                          "train.group_size": 4},
+    "mild_lr1e-3": {**WEAKNESSES["mild"], **_lr(1e-3)},
+    "mild_lr3e-4": {**WEAKNESSES["mild"], **_lr(3e-4)},
+    "light_lr3e-4": {**WEAKNESSES["light"], **_lr(3e-4)},
+    "light_lr3e-4_b16k4": {**WEAKNESSES["light"], **_lr(3e-4), **B16K4},
+    "light_lr1e-4": {**WEAKNESSES["light"], **_lr(1e-4)},
+    "weak_lr3e-4": {**WEAKNESSES["weak"], **_lr(3e-4)},
+    "eager_lr3e-4": {**WEAKNESSES["eager"], **_lr(3e-4)},
+    "eager_lr1e-3": {**WEAKNESSES["eager"], **_lr(1e-3)},
+    "eager_lr3e-4_b16k4": {**WEAKNESSES["eager"], **_lr(3e-4), **B16K4},
 }
 FIRST_STEPS = 5  # Steps whose training rollouts measure the warm start.
 PILOT_FIGURES = ("train_accuracy", "informative", "validation_start",
                  "validation_end", "change", "noise", "moved",
                  "visit_rate_start", "visit_rate_end",
                  "delegations_hop2_start", "delegations_hop2_end",
+                 "report_accuracy_start", "report_accuracy_end",
                  "sub_informative", "main_ref_kl_end", "sub_ref_kl_end")
 
 
@@ -119,6 +131,8 @@ def summarise(run_dir: pathlib.Path) -> dict[str, float | bool]:
       "visit_rate_end": by_step[last].get("eval/sub_visit_rate"),
       "delegations_hop2_start": by_step[0].get("eval/main_delegations_hop2"),
       "delegations_hop2_end": by_step[last].get("eval/main_delegations_hop2"),
+      "report_accuracy_start": by_step[0].get("eval/sub_report_accuracy"),
+      "report_accuracy_end": by_step[last].get("eval/sub_report_accuracy"),
       "main_ref_kl_end": by_step[last].get("main/ref_kl"),
       "sub_ref_kl_end": by_step[last].get("sub/ref_kl"),
       "steps": last,

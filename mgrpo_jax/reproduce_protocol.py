@@ -12,8 +12,9 @@ machine can check in one fenced block that opens with ```json protocol:
    "arms": {arm: {"overrides": {...}, "seeds": n}},
    "primary": [the pair whose paired difference is the primary endpoint]}
 
-`python -m mgrpo_jax.reproduce` checks the main suite against it before any
-run: a config, an arm's overrides, a seed count or a step count that differ
+`python -m mgrpo_jax.reproduce_protocol` prints that block for the suite as
+configured now. `python -m mgrpo_jax.reproduce` checks the main suite against
+it before any run: a config, an arm's overrides, a seed count or a step count that differ
 from the protocol refuse the command, naming what differs. Seeds are always
 0 .. n-1, so the result can be checked on seeds outside the protocol.
 """
@@ -112,3 +113,16 @@ def check(path: str | pathlib.Path, planned: dict,
         f"{path}: the suite differs from the pre-registered design: "
         + "; ".join(unique) + ". Run the protocol's suite, or pass "
         "--protocol=none for a suite that is not the pre-registered one.")
+
+
+def block(design_: dict) -> str:
+  """The fenced block of a protocol file holding `design_`."""
+  return "```json protocol\n" + json.dumps(design_, indent=1) + "\n```\n"
+
+
+if __name__ == "__main__":
+  # Prints the block of the main suite as reproduce.py would run it, for a
+  # new protocol file (python -m mgrpo_jax.reproduce_protocol).
+  from mgrpo_jax import reproduce  # pylint: disable=g-import-not-at-top
+  print(block(design(reproduce.ARMS, reproduce.MAIN_SEEDS,
+                     reproduce.PRIMARY)), end="")

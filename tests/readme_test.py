@@ -73,3 +73,18 @@ def test_reproduction_tables_are_the_committed_results():
   assert len(arms) == 12 and {s for _, s in arms} == {0, 1, 2}
   for run in main["runs"]:
     assert len(run["curve"]) >= 3 and run["sampled_tokens"] > 0
+
+
+def test_the_pilot_table_and_protocol_are_the_committed_ones():
+  """README's pilot table is the committed pilot's, verbatim, and the
+  README links the protocol it chose the task for."""
+  import json  # pylint: disable=g-import-not-at-top
+  text = README.read_text(encoding="utf-8")
+  section = text.split("## Reproducing the paper's comparison", 1)[1]
+  section = section.split("\n## ", 1)[0]
+  pilot = README.parent / "launch" / "results" / "reproduce" / "pilot"
+  assert (pilot / "pilot.md").read_text(encoding="utf-8").strip() in section
+  figures = json.loads((pilot / "pilot.json").read_text())
+  for name, f in figures.items():  # The table is the JSON's.
+    assert f"| {name} | {f['train_accuracy']:.3f} | " in section
+  assert "(launch/results/reproduce/PROTOCOL.md)" in section

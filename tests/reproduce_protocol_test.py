@@ -15,9 +15,7 @@ def registered():
 
 
 def write(path, design, blocks=1):
-  text = "# Protocol\n\nProse.\n\n" + "".join(
-      f"```json protocol\n{json.dumps(design, indent=1)}\n```\n"
-      for _ in range(blocks))
+  text = "# Protocol\n\nProse.\n\n" + protocol.block(design) * blocks
   path.write_text(text)
   return path
 
@@ -82,3 +80,15 @@ def test_the_command_refuses_before_any_run(tmp_path, monkeypatch, capsys):
   assert exit_info.value.code == 2
   assert "steps: the protocol has 12" in capsys.readouterr().err
   assert not (tmp_path / "out").exists()
+
+
+def test_the_committed_protocol_is_the_suite_as_configured():
+  """While the pre-registered suite is pending or being checked, a change
+  to its config, arms or seeds must be a deliberate one: this fails on any
+  (the command would refuse to run or resume the suite)."""
+  assert protocol.PROTOCOL.is_file()
+  protocol.check(protocol.PROTOCOL, registered(), runs())
+  text = protocol.PROTOCOL.read_text(encoding="utf-8")
+  pilot = (protocol.PROTOCOL.parent / "pilot" / "pilot.md").read_text(
+      encoding="utf-8")
+  assert pilot.strip() in text  # The pilot's table, verbatim.
