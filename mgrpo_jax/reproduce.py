@@ -50,6 +50,7 @@ from typing import Sequence
 
 from mgrpo_jax import reproduce_protocol as protocol
 from mgrpo_jax import reproduce_report
+from mgrpo_jax.bench.common import cpu_model
 from mgrpo_jax.runtime.config_checks import usage_error
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -197,6 +198,7 @@ def execute(run: Run, out: pathlib.Path, log) -> dict:
   result = reproduce_report.run_result(run_dir, suite=run.suite,
                                        name=run.name, seed=run.seed)
   result["seconds"] = float((run_dir / FINISHED).read_text())
+  result["cpu"] = cpu_model()  # A suite run in sittings may span machines.
   result_file.write_text(json.dumps(result, indent=1) + "\n")
   log(f"{run.directory_name}: test accuracy {result['test_accuracy']:.3f} "
       f"after {result['sampled_tokens']:.0f} sampled tokens "
@@ -223,6 +225,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                       help="seeds per arm (default: the main suite's "
                       "MAIN_SEEDS, 3 for clean, 2 for ablations and with "
                       "--quick)")
+  parser.add_argument("--finished", default=None,
+                      help="a folder of finished runs' results "
+                      "(<run>/result.json, e.g. a suite's partial results "
+                      "committed by an earlier sitting) taken as finished")
   parser.add_argument("--protocol", default=str(protocol.PROTOCOL),
                       help="the pre-registered design the main suite is "
                       "checked against before any run (default "
@@ -264,6 +270,30 @@ def estimate(runs: Sequence[Run], out: pathlib.Path) -> float:
   return total
 
 
+def take_finished(folder: pathlib.Path, runs: Sequence[Run],
+                  out: pathlib.Path) -> list[str]:
+  """Copies the result.json of every run `folder` holds (folder/<run>/)
+  into `out`, where it makes the run finished; returns their names. A run
+  `out` already holds is left alone."""
+  if not folder.is_dir():
+    usage_error(f"--finished={folder}: no such folder; expected one holding "
+                "<run>/result.json files of finished runs.")
+  taken = []
+  for run in runs:
+    source = folder / run.directory_name / "result.json"
+    target = out / "runs" / run.directory_name / "result.json"
+    if source.is_file() and not target.exists():
+      result = json.loads(source.read_text())
+      if (result.get("arm"), result.get("seed")) != (run.name, run.seed):
+        usage_error(f"{source}: holds {result.get('arm')!r} seed "
+                    f"{result.get('seed')!r}; expected {run.name!r} seed "
+                    f"{run.seed}.")
+      target.parent.mkdir(parents=True, exist_ok=True)
+      target.write_text(source.read_text())
+      taken.append(run.directory_name)
+  return taken
+
+
 def check_protocol(args, suite: str, runs: Sequence[Run]) -> None:
   """The main full suite must be the pre-registered one (see
   reproduce_protocol.py); --quick, other suites and --protocol=none are not
@@ -293,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
            for suite in args.suites}
   for suite, runs in plans.items():  # Every check before any run.
     check_protocol(args, suite, runs)
+  if args.finished is not None:
+    for runs in plans.values():
+      take_finished(pathlib.Path(args.finished), runs, out)
   log = lambda message: print(f"[reproduce] {message}", flush=True)
   start = time.perf_counter()
   for suite, runs in plans.items():

@@ -12,8 +12,10 @@ per-question test outcomes.
   stability    each arm's across-seed std of test accuracy, averaged over
                the evaluation steps (the paper's stability claim);
   diagnostics  per arm, final values with 95% t intervals: sub-agent report
-               accuracy, visit rate, delegations per two-hop question, and
-               the run's mean share of informative groups per agent.
+               accuracy, visit rate, delegations per one- and two-hop
+               question, the run's mean share of informative groups per
+               agent and training accuracy, and each agent's KL to its warm
+               start.
 
 Figures are fractions in the JSON and points (x 100) in the markdown.
 """
@@ -32,6 +34,7 @@ REFERENCE = "frozen_sub"  # What every paired difference is taken against.
 DIAGNOSTICS = (
     ("sub report acc.", "sub_report_accuracy", 100.0, 1),
     ("sub visit rate", "sub_visit_rate", 100.0, 1),
+    ("delegations / 1-hop q.", "delegations_hop1", 1.0, 2),
     ("delegations / 2-hop q.", "delegations_hop2", 1.0, 2),
     ("main informative groups", "main_informative_groups", 100.0, 1),
     ("sub informative groups", "sub_informative_groups", 100.0, 1),

@@ -224,7 +224,40 @@ def test_quick_reproduction_end_to_end(tmp_path):
     if r["arm"] == "single_agent":
       assert r["sub_report_accuracy"] is None
   assert (out / "results.png").stat().st_size > 0
+  # Per-question outcomes at every evaluation, and the analysis on them.
+  for r in runs:
+    assert sorted(r["test_outcomes"]) == ["0", "1", "2"]
+    assert len(r["test_outcomes"]["2"]) == len(r["test_question_ids"]) == 8
+  assert set(saved["analysis"]["paired"]) == set(reproduce.ARMS) - {
+      "frozen_sub"}
+  assert "McNemar" in saved["table"]
   again = subprocess.run([sys.executable, "-m", "mgrpo_jax.reproduce",
                           "--quick", "--out", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
   assert again.returncode == 2 and "finished reproduction" in again.stderr
+
+
+def test_finished_results_of_an_earlier_sitting_are_taken(tmp_path, capsys):
+  runs = reproduce.plan("main", ["mgrpo", "frozen_sub"], 1, quick=True)
+  folder = tmp_path / "committed"
+  (folder / runs[0].directory_name).mkdir(parents=True)
+  (folder / runs[0].directory_name / "result.json").write_text(json.dumps(
+      {"arm": runs[0].name, "seed": 0, "test_accuracy": 0.5}))
+  out = tmp_path / "out"
+  assert reproduce.take_finished(folder, runs, out) == [
+      runs[0].directory_name]
+  taken = out / "runs" / runs[0].directory_name / "result.json"
+  assert json.loads(taken.read_text())["test_accuracy"] == 0.5
+  # Already there: left alone.
+  taken.write_text(json.dumps({"arm": runs[0].name, "seed": 0}))
+  assert reproduce.take_finished(folder, runs, out) == []
+  assert "test_accuracy" not in json.loads(taken.read_text())
+  # A result filed under another run's name is refused.
+  (folder / runs[1].directory_name).mkdir()
+  (folder / runs[1].directory_name / "result.json").write_text(json.dumps(
+      {"arm": "mgrpo", "seed": 0}))
+  with pytest.raises(SystemExit):
+    reproduce.take_finished(folder, runs, out)
+  assert "expected 'frozen_sub' seed 0" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    reproduce.take_finished(tmp_path / "nope", runs, out)
