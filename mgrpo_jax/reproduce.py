@@ -46,7 +46,7 @@ import pathlib
 import subprocess
 import sys
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from mgrpo_jax import reproduce_protocol as protocol
 from mgrpo_jax import reproduce_report
@@ -237,15 +237,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   args = parser.parse_args(argv)
   if args.suite is None:
     args.suite = "main"
-  args.suites = [s for s in args.suite.split(",") if s]
-  args.arm_list = [a for a in args.arms.split(",") if a]
-  for what, given, known in (("--suite", args.suites, SUITES),
-                             ("--arms", args.arm_list, ARMS)):
-    unknown = [x for x in given if x not in known]
-    if unknown or not given:
-      usage_error(f"{what}={getattr(args, what[2:])!r}: "
-                  f"{'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'empty'}; "
-                  f"expected a comma-separated list of {', '.join(known)}.")
+  args.suites = comma_list("--suite", args.suite, SUITES)
+  args.arm_list = comma_list("--arms", args.arms, list(ARMS))
   if args.seeds is not None and args.seeds < 1:
     usage_error(f"--seeds={args.seeds}: expected an integer >= 1 (seeds "
                 "per arm).")
@@ -345,9 +338,27 @@ def main(argv: Sequence[str] | None = None) -> int:
   return 0
 
 
-if __name__ == "__main__":
+def cli(entry: Callable[[], int], name: str) -> None:
+  """Runs a command's `entry`; a RuntimeError (a run that failed, a result
+  that cannot be read) ends it with one line on stderr and exit code 1."""
   try:
-    sys.exit(main())
+    sys.exit(entry())
   except RuntimeError as e:
-    print(f"reproduce: {e}", file=sys.stderr)
+    print(f"{name}: {e}", file=sys.stderr)
     sys.exit(1)
+
+
+def comma_list(flag: str, value: str, known: Sequence[str]) -> list[str]:
+  """The names of a comma-separated flag, each one of `known` (else a usage
+  error naming the flag, the unknown names and the known ones)."""
+  given = [x for x in value.split(",") if x]
+  unknown = [x for x in given if x not in known]
+  if unknown or not given:
+    usage_error(f"{flag}={value!r}: "
+                f"{'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'empty'}; "
+                f"expected a comma-separated list of {', '.join(known)}.")
+  return given
+
+
+if __name__ == "__main__":
+  cli(main, "reproduce")

@@ -161,12 +161,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   parser.add_argument("--steps", type=int, default=None,
                       help="steps per run (default: the config's)")
   args = parser.parse_args(argv)
-  args.setting_list = [s for s in args.settings.split(",") if s]
-  unknown = [s for s in args.setting_list if s not in SETTINGS]
-  if unknown or not args.setting_list:
-    usage_error(f"--settings={args.settings!r}: "
-                f"{'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'empty'}; "
-                f"expected a comma-separated list of {', '.join(SETTINGS)}.")
+  args.setting_list = reproduce.comma_list("--settings", args.settings,
+                                           list(SETTINGS))
   if args.steps is not None and args.steps < FIRST_STEPS:
     usage_error(f"--steps={args.steps}: expected an integer >= "
                 f"{FIRST_STEPS} (the first {FIRST_STEPS} steps measure the "
@@ -199,8 +195,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  try:
-    sys.exit(main())
-  except RuntimeError as e:
-    print(f"reproduce_pilot: {e}", file=sys.stderr)
-    sys.exit(1)
+  reproduce.cli(main, "reproduce_pilot")
