@@ -18,6 +18,7 @@ from mgrpo_jax.train import side as side_lib
 from mgrpo_jax.train import evaluator
 from mgrpo_jax.train import trainer
 from mgrpo_jax.agents.diagnostics import Grader
+from mgrpo_jax.train.outcomes import read_outcomes
 from mgrpo_jax.train.trained import load_trained
 from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.runtime.metrics import MetricsWriter
@@ -43,6 +44,21 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
               "main/loss", "sub/loss", "time/step", "eval/accuracy"):
     assert key in records[-1]
   expected = by_step(records)
+  # The signal figures of every step: a step is skipped exactly when no
+  # group of the agent carries a nonzero advantage.
+  for step in (1, 2, 3):
+    for agent in ("main", "sub"):
+      groups = expected[step][f"{agent}/informative_groups"]
+      assert 0.0 <= expected[step][f"{agent}/informative_rows"] <= 1.0
+      assert (groups == 0.0) == (
+          expected[step][f"{agent}/skipped_update"] == 1.0), (step, agent)
+  # Per-question outcomes of every evaluation: their mean is the figure.
+  outcomes = read_outcomes(run / "all")
+  assert sorted(outcomes) == [0, 2, 3]  # eval_every 2, and the last step.
+  for step, split in outcomes.items():
+    assert len(split["validation"]) == ref.train.eval_questions
+    assert (sum(split["validation"].values()) / len(split["validation"])
+            == expected[step]["eval/accuracy"])
   # one_step: rollout n (logged as step n+1) sampled the sub weights after
   # update n-1, and those are the weights the sub side published then.
   for step in (1, 2, 3):
