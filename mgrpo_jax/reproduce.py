@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -51,7 +52,7 @@ from typing import Callable, Sequence
 from mgrpo_jax import reproduce_protocol as protocol
 from mgrpo_jax import reproduce_report
 from mgrpo_jax.bench.common import cpu_model
-from mgrpo_jax.runtime.config_checks import usage_error
+from mgrpo_jax.runtime.config_checks import load_config_file, usage_error
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "reproduce.py"
@@ -188,21 +189,45 @@ def run_once(run: Run, out: pathlib.Path, log) -> pathlib.Path:
   return run_dir
 
 
+@functools.lru_cache(maxsize=None)
+def question_hops(config: str) -> dict[str, int]:
+  """Test question id -> hops of the world a run's `--config` describes."""
+  from mgrpo_jax.data.world import WorldConfig, generate_world  # pylint: disable=g-import-not-at-top
+  world_config = load_config_file(config).world
+  world = generate_world(WorldConfig(**world_config.to_dict()))
+  return {t.task_id: int(t.hops) for t in world.splits["test"]}
+
+
+def with_hops(result: dict, run: Run) -> dict:
+  """The result with its test questions' hop counts (for the analysis'
+  accuracy by hop count), where it has per-question outcomes."""
+  if "test_question_ids" in result and "test_question_hops" not in result:
+    hops = question_hops(run.config)
+    result["test_question_hops"] = [hops[q] for q in
+                                    result["test_question_ids"]]
+  return result
+
+
 def execute(run: Run, out: pathlib.Path, log) -> dict:
-  """Runs (or resumes) one run; returns its result (cached in result.json)."""
+  """Runs (or resumes) one run; returns its result (cached in result.json).
+  The log says when a run finished, not its test accuracy: the suite's
+  figures are first read in its report."""
   run_dir = out / "runs" / run.directory_name
   result_file = run_dir / "result.json"
   if result_file.is_file():
-    return json.loads(result_file.read_text())
+    result = json.loads(result_file.read_text())
+    if "test_question_hops" not in result and "test_question_ids" in result:
+      result_file.write_text(json.dumps(with_hops(result, run), indent=1)
+                             + "\n")
+    return result
   run_dir = run_once(run, out, log)
   result = reproduce_report.run_result(run_dir, suite=run.suite,
                                        name=run.name, seed=run.seed)
   result["seconds"] = float((run_dir / FINISHED).read_text())
   result["cpu"] = cpu_model()  # A suite run in sittings may span machines.
-  result_file.write_text(json.dumps(result, indent=1) + "\n")
-  log(f"{run.directory_name}: test accuracy {result['test_accuracy']:.3f} "
-      f"after {result['sampled_tokens']:.0f} sampled tokens "
-      f"({result['seconds']:.0f} s)")
+  result_file.write_text(json.dumps(with_hops(result, run), indent=1) + "\n")
+  log(f"{run.directory_name}: finished, {result['sampled_tokens']:.0f} "
+      f"sampled tokens, {result['seconds']:.0f} s")
   return result
 
 

@@ -90,6 +90,28 @@ def paired(arm_runs: dict[int, dict], ref_runs: dict[int, dict]) -> dict:
           "bootstrap": rs.paired_bootstrap(arm_SxQ, ref_SxQ)}
 
 
+def by_hops(runs: Sequence[dict]) -> dict[str, dict] | None:
+  """Test accuracy on the questions of each hop count, at the warm start
+  (step 0) and at the end, with 95% t intervals over seeds (None when the
+  runs do not carry their questions' hop counts)."""
+  if not all("test_question_hops" in r for r in runs):
+    return None
+  out = {}
+  for h in sorted({h for r in runs for h in r["test_question_hops"]}):
+    figures = {}
+    for when in ("start", "final"):
+      values = []
+      for run in runs:
+        step = "0" if when == "start" else str(run["steps"])
+        bits = run["test_outcomes"][step]
+        picked = [int(b) for b, hops in zip(bits, run["test_question_hops"])
+                  if hops == h]
+        values.append(sum(picked) / len(picked))
+      figures[when] = rs.t_interval(values)
+    out[str(h)] = figures
+  return out
+
+
 def analysis(results: Sequence[dict]) -> dict:
   """The analysis of a main or clean suite (see the module docstring)."""
   arms = _by_arm(results)
@@ -113,6 +135,7 @@ def analysis(results: Sequence[dict]) -> dict:
       diagnostics[key] = rs.t_interval(values) if values else None
     out["arms"][name] = {
         "seeds": sorted(runs), "final": rs.t_interval(finals),
+        "by_hops": by_hops(ordered),
         "change_from_warm_start": rs.t_interval(changes),
         "stability": statistics.fmean(spread) if spread else None,
         "diagnostics": diagnostics}
@@ -161,4 +184,16 @@ def markdown(result: dict) -> str:
     cells += [_interval(a["diagnostics"][key], scale, digits)
               for _, key, scale, digits in DIAGNOSTICS]
     lines.append("| " + " | ".join(cells) + " |")
+  hop_rows = [(name, a["by_hops"]) for name, a in result["arms"].items()
+              if a.get("by_hops")]
+  if hop_rows:
+    hops = sorted({h for _, b in hop_rows for h in b}, key=int)
+    lines += ["", "Test accuracy by the questions' hop count, warm start -> "
+              "final (95% t intervals over seeds):", "",
+              "| arm | " + " | ".join(f"{h}-hop" for h in hops) + " |",
+              "|---|" + "---|" * len(hops)]
+    for name, b in hop_rows:
+      lines.append(f"| {name} | " + " | ".join(
+          f"{_interval(b[h]['start'])} -> {_interval(b[h]['final'])}"
+          if h in b else "-" for h in hops) + " |")
   return "\n".join(lines) + "\n"

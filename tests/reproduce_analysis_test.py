@@ -22,6 +22,7 @@ def fake_run(arm, seed, start, final, bits, **curve):
           "start_test_accuracy": start, "steps": 10, "curve": points,
           "sampled_tokens": 100.0, "sub_report_accuracy": 0.4,
           "test_question_ids": ids,
+          "test_question_hops": [1] * 5 + [2] * (len(bits) - 5),
           "test_outcomes": {"0": "0" * len(bits), "10": bits}}
 
 
@@ -54,7 +55,13 @@ def test_primary_endpoint_is_paired_per_seed_with_question_level_tests():
       0.275)
   assert arms["frozen_sub"]["stability"] == 0.0
   assert arms["mgrpo"]["diagnostics"]["train_accuracy"]["mean"] == 0.4
+  # By hop count: frozen_sub answers 2 of the 5 one-hop questions, none of
+  # the two-hop ones; its warm start ("0" * 10) none.
+  hops = arms["frozen_sub"]["by_hops"]
+  assert hops["1"]["final"]["mean"] == 0.4 and hops["2"]["final"]["mean"] == 0
+  assert hops["1"]["start"]["mean"] == 0.0
   text = reproduce_analysis.markdown(result)
+  assert "| frozen_sub | 0.0 [0.0, 0.0] -> 40.0 [40.0, 40.0] |" in text
   assert "| mgrpo | 4 | +17.5 [" in text
   assert "4 / 0 / 0, p = 0.125" in text and "7 / 0, p = 0.016" in text
 

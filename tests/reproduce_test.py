@@ -261,3 +261,20 @@ def test_finished_results_of_an_earlier_sitting_are_taken(tmp_path, capsys):
   assert "expected 'frozen_sub' seed 0" in capsys.readouterr().err
   with pytest.raises(SystemExit):
     reproduce.take_finished(tmp_path / "nope", runs, out)
+
+
+def test_results_carry_their_test_questions_hop_counts(tmp_path):
+  """A finished result gets the hop count of each test question from the
+  world its config describes (also one written before they were added)."""
+  run = reproduce.plan("main", ["mgrpo"], 1, quick=True)[0]
+  hops = reproduce.question_hops(run.config)
+  assert set(hops.values()) == {1, 2}
+  ids = sorted(hops)[:3]
+  done = tmp_path / "runs" / run.directory_name
+  done.mkdir(parents=True)
+  (done / "result.json").write_text(json.dumps(
+      {"arm": "mgrpo", "seed": 0, "test_question_ids": ids}))
+  result = reproduce.execute(run, tmp_path, print)
+  assert result["test_question_hops"] == [hops[q] for q in ids]
+  saved = json.loads((done / "result.json").read_text())
+  assert saved["test_question_hops"] == result["test_question_hops"]
