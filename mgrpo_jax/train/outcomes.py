@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-OUTCOMES_NAME = "outcomes.jsonl"  # Per-question results, under run_dir/all.
+OUTCOMES_NAME = "outcomes.jsonl"  # Per-question results, under run_dir/<role>.
 
 
 def write_outcomes(directory: str, step: int,
