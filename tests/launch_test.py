@@ -326,3 +326,21 @@ def test_env_sh_asks_glibc_for_huge_pages_unless_told(given, exported,
       env=env, capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout == exported
+
+
+@needs_venv
+@pytest.mark.parametrize("argv, message", [
+    (["--pilot", "--settings", "huge"], "--settings='huge': unknown 'huge'"),
+    (["--arms", "planner_only"], "--arms='planner_only': unknown"),
+])
+def test_reproduce_sh_runs_the_pilot_or_the_suite_and_refuses_bad_input(
+    cache, tmp_path, argv, message):
+  """launch/reproduce.sh passes --pilot's arguments to the pilot, the rest
+  to the reproduction; bad input stops either before any run (exit 2)."""
+  result = subprocess.run(
+      ["bash", str(LAUNCH / "reproduce.sh"), *argv, "--out",
+       str(tmp_path / "out")], cwd=tmp_path, env=_local_env(cache),
+      capture_output=True, text=True, timeout=120)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert message in result.stderr
+  assert not (tmp_path / "out").exists()
