@@ -92,3 +92,22 @@ def test_the_committed_protocol_is_the_suite_as_configured():
   pilot = (protocol.PROTOCOL.parent / "pilot" / "pilot.md").read_text(
       encoding="utf-8")
   assert pilot.strip() in text  # The pilot's table, verbatim.
+
+
+def test_committed_partial_results_are_runs_of_the_protocol():
+  """What `--finished launch/results/reproduce/partial` takes: each folder
+  is a planned run of the suite, its result the run it is named after, with
+  its per-question outcomes (absent folder: nothing committed yet)."""
+  partial = protocol.PROTOCOL.parent / "partial"
+  planned = {r.directory_name: r for r in reproduce.plan(
+      "main", list(reproduce.ARMS), None, quick=False)}
+  for result_file in sorted(partial.glob("*/result.json")):
+    name = result_file.parent.name
+    assert name in planned, name
+    result = json.loads(result_file.read_text())
+    run = planned[name]
+    assert (result["arm"], result["seed"]) == (run.name, run.seed)
+    assert result["steps"] == registered()["steps"]
+    assert str(result["steps"]) in result["test_outcomes"]
+    assert len(result["test_question_hops"]) == len(
+        result["test_question_ids"]) == 200
