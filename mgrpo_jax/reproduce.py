@@ -95,13 +95,14 @@ ABLATIONS: dict[str, dict[str, object]] = {
 # Seconds of one full-size run per arm and of one warm start (SFT), on
 # COST_CPU: the pilot's mgrpo runs (mgrpo_jax/reproduce_pilot.py) took
 # 583-589 s with their SFT (144-150 s), 40 steps of 10-11 s and
-# evaluations of 3-16 s; the other arms are estimated from them (frozen_sub
-# without the sub-agent's update, about 35% of an mgrpo step) and the
-# suite's first runs check it. What a suite's time left is estimated from.
+# evaluations of 3-16 s; frozen_sub is estimated from them (without the
+# sub-agent's update); single_agent from the suite's first single run (16
+# questions x 8 turns: about 27 s a step with a test run beside it, so
+# about 20 min alone). What a suite's time left is estimated from.
 COST_CPU = "Intel Xeon family 6 model 167, 2 vCPUs"
 COST = {"warm_start": 150.0, "frozen_sub": 330.0, "mgrpo": 470.0,
         "mgrpo_no_credit": 470.0, "mgrpo_expert": 490.0,
-        "single_agent": 470.0}
+        "single_agent": 1200.0}
 SUITES = ("main", "clean", "ablations")
 DEFAULT_SEEDS = {"clean": 3, "ablations": 2}  # The main suite: MAIN_SEEDS.
 QUICK_SEEDS = 2
