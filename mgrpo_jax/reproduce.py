@@ -282,7 +282,7 @@ def estimate(runs: Sequence[Run], out: pathlib.Path) -> float:
     run_dir = out / "runs" / run.directory_name
     layout = "single" if dict(run.overrides)["mode"] == "single" else "multi"
     if not (run_dir / FINISHED).is_file():
-      total += COST[run.name] if run.name in COST else COST["mgrpo"]
+      total += COST.get(run.name, COST["mgrpo"])  # Ablations: as mgrpo.
       if (run.seed, layout) not in built:
         total += COST["warm_start"]
     built.add((run.seed, layout))
@@ -355,8 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = [execute(run, out, log) for run in runs]
     if suite == "ablations":
       references = [execute(run, out, log) for run in plan(
-          "main", ["mgrpo"], args.seeds or seeds_of(
-              "ablations", "mgrpo", None, args.quick), args.quick)]
+          "main", ["mgrpo"], seeds_of("ablations", "mgrpo", args.seeds,
+                                      args.quick), args.quick)]
       results = references + results
     written = reproduce_report.write(out, suite, results)
     log(f"suite {suite}: wrote {', '.join(map(str, written))}")

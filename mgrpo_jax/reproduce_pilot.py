@@ -46,6 +46,7 @@ import sys
 from typing import Sequence
 
 from mgrpo_jax import reproduce
+from mgrpo_jax import reproduce_stats
 from mgrpo_jax.runtime.config_checks import usage_error
 from mgrpo_jax.runtime.metrics import JSONL_NAME, read_jsonl
 from mgrpo_jax.train.outcomes import read_outcomes
@@ -95,8 +96,9 @@ def paired_noise(start: dict[str, int], end: dict[str, int]) -> float:
   common = sorted(set(start) & set(end))
   if not common:
     raise ValueError("paired_noise: the two evaluations share no question.")
-  discordant = sum(start[q] != end[q] for q in common)
-  return math.sqrt(discordant) / len(common)
+  test = reproduce_stats.mcnemar([[end[q] for q in common]],
+                                 [[start[q] for q in common]])
+  return math.sqrt(test["arm_only"] + test["reference_only"]) / test["pairs"]
 
 
 def summarise(run_dir: pathlib.Path) -> dict[str, float | bool]:

@@ -119,7 +119,7 @@ def require_outcomes(results: Sequence[dict], source: str) -> None:
   """The question-level analysis needs every run's final test outcomes:
   a RuntimeError naming the runs without them and `source`."""
   missing = [f"{r['arm']} seed {r['seed']}" for r in results
-             if str(r.get("steps")) not in r.get("test_outcomes", {})]
+             if not _has_final_outcomes(r)]
   if missing:
     raise RuntimeError(
         f"{source}: {len(missing)} run(s) lack per-question test outcomes "
@@ -127,14 +127,6 @@ def require_outcomes(results: Sequence[dict], source: str) -> None:
         "version of mgrpo_jax, which writes them to "
         "<run>/all/outcomes.jsonl. Rerun those runs (delete their "
         "result.json and run directory) to analyse the suite.")
-
-
-def outcomes_of(result: dict, step: int | None = None) -> dict[str, int]:
-  """Question id -> 1 / 0 of a run's test evaluation at `step` (default:
-  its last)."""
-  bits = result["test_outcomes"][str(result["steps"] if step is None
-                                     else step)]
-  return dict(zip(result["test_question_ids"], map(int, bits)))
 
 
 def at_budget(curve: Sequence[dict], budget: float) -> float:
@@ -226,8 +218,11 @@ def table(suite: str, results: Sequence[dict]) -> str:
 def has_outcomes(results: Sequence[dict]) -> bool:
   """Whether every run carries its final per-question test outcomes (runs
   of before they were saved do not: their suites get no analysis)."""
-  return all(str(r.get("steps")) in r.get("test_outcomes", {})
-             for r in results)
+  return all(map(_has_final_outcomes, results))
+
+
+def _has_final_outcomes(result: dict) -> bool:
+  return str(result.get("steps")) in result.get("test_outcomes", {})
 
 
 def _grid_mean_std(runs: Sequence[dict], key: str, points: int = 40):
