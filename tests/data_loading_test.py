@@ -95,7 +95,29 @@ def test_unknown_formats_list_the_known_ones(tmp_path):
   with pytest.raises(DataError, match="nowhere.jsonl: no such file; expected "
                      "a path to a benchmark file"):
     load_tasks(tmp_path / "nowhere.jsonl")
-  assert FORMATS == ("gaia", "webwalkerqa", "xbench", "hotpotqa", "musique")
+  assert FORMATS == ("gaia", "webwalkerqa", "xbench", "hotpotqa", "musique",
+                     "qa")
+
+
+def test_plain_question_answer_records_are_detected_and_read(tmp_path):
+  path = write_jsonl(tmp_path / "mine.jsonl", [
+      {"question": "Who wrote X?", "answer": "Ann"},
+      {"id": "q7", "question": "Where is Y?", "answers": ["Rome", "Roma"],
+       "hops": 2, "level": "hard"}])
+  taskset = load_tasks(path)
+  assert taskset.name == "qa:mine.jsonl" and taskset.documents == ()
+  first, second = taskset.tasks
+  assert (first.task_id, first.answers, first.hops) == ("qa-00000", ("Ann",),
+                                                        None)
+  assert (second.task_id, second.answers, second.hops, second.level) == (
+      "q7", ("Rome", "Roma"), 2, "hard")
+  for bad, message in (
+      ({"question": "Q?", "answers": []}, "field 'answers' is empty"),
+      ({"question": "Q?", "answer": "A", "hops": 0}, "field 'hops' is 0"),
+      ({"question": " ", "answer": "A"}, "field 'question' is empty")):
+    broken = write_jsonl(tmp_path / "bad.jsonl", [bad])
+    with pytest.raises(DataError, match=f"bad.jsonl, line 1: {message}"):
+      load_tasks(broken, format="qa")
 
 
 def test_limit(files):

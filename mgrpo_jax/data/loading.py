@@ -32,6 +32,7 @@ _SIGNATURES = (
     ("musique", ({"paragraphs", "question_decomposition"},)),
     ("hotpotqa", ({"context", "supporting_facts"}, {"context", "_id"})),
     ("webwalkerqa", ({"root_url"},)),
+    ("qa", ({"question", "answer"}, {"question", "answers"})),
 )
 
 
@@ -43,7 +44,8 @@ def detect_format(path: str | os.PathLike) -> str:
   """The format of a benchmark file: a .csv with a canary column is xbench;
   a JSON / JSONL file is told by its first record's keys (GAIA: task_id and
   Question; MuSiQue: paragraphs and question_decomposition; HotpotQA:
-  context and supporting_facts or _id; WebWalkerQA: root_url)."""
+  context and supporting_facts or _id; WebWalkerQA: root_url; plain
+  question/answer records: question and answer or answers)."""
   path = pathlib.Path(path)
   if path.suffix.lower() == ".csv":
     header = csv_header(path)

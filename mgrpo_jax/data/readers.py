@@ -5,6 +5,7 @@
   read_xbench(path)       XBench-DeepSearch CSV (text XOR-ed with the canary)
   read_hotpotqa(path)     HotpotQA; paragraphs -> corpus
   read_musique(path)      MuSiQue; paragraphs -> corpus
+  read_qa(path)           plain {"question", "answer"} records
 
 Files are read as given; nothing is downloaded. The JSON readers take JSON
 Lines, a JSON list of records, or one object holding that list under a key
@@ -164,15 +165,18 @@ class _Corpus:
     self._keys: dict[str, tuple[str, ...]] = {}
 
   def add(self, record: Record, title: str, text: str,
-          key: tuple[str, ...]) -> str:
-    doc_id = doc_id_for(self.prefix, *key)
+          key: tuple[str, ...], doc_id: str | None = None) -> str:
+    """The page's id (`doc_id`, else a hash of `key`), added if new."""
+    given = doc_id is not None
+    doc_id = doc_id if given else doc_id_for(self.prefix, *key)
     if doc_id not in self.documents:
       self.documents[doc_id] = Document(doc_id, title, text)
       self._keys[doc_id] = key
     elif self._keys[doc_id] != key:
+      why = "has the id" if given else "hash to the same id"
       raise DataError(f"{record.path}, {record.where}: pages {key[0]!r} and "
-                      f"{self._keys[doc_id][0]!r} hash to the same id "
-                      f"{doc_id!r}; expected distinct ids (rename one).")
+                      f"{self._keys[doc_id][0]!r} {why} {doc_id!r}; expected "
+                      "distinct ids (rename one).")
     return doc_id
 
 
@@ -252,7 +256,8 @@ def _substitute(question: str, answers: list[str]) -> str:
 def _musique_paragraphs(record: Record,
                         corpus: _Corpus) -> dict[int, tuple[str, bool]]:
   """A MuSiQue record's paragraphs added to `corpus`: (doc id, is
-  supporting) by paragraph idx."""
+  supporting) by paragraph idx. A paragraph's optional "id" (not in
+  MuSiQue's files; `data/export.py` writes it) is its page id."""
   by_idx = {}
   paragraphs = record.field("paragraphs", (list,), "a list of paragraphs")
   for i, value in enumerate(paragraphs):
@@ -261,14 +266,18 @@ def _musique_paragraphs(record: Record,
     text = paragraph.text("paragraph_text")
     idx = paragraph.field("idx", (int,), "an integer", optional=True,
                           default=i)
-    by_idx[idx] = (corpus.add(record, title, text, (title, text)),
+    doc_id = paragraph.text("id", optional=True)
+    by_idx[idx] = (corpus.add(record, title, text, (title, text),
+                              doc_id=doc_id or None),
                    paragraph.field("is_supporting", (bool,), "a boolean",
                                    optional=True, default=False))
   return by_idx
 
 
-def _musique_steps(record: Record) -> list[SubQuestion]:
-  """A MuSiQue record's decomposition, "#k" replaced by step k's answer."""
+def _musique_steps(record: Record,
+                   by_idx: dict[int, tuple[str, bool]]) -> list[SubQuestion]:
+  """A MuSiQue record's decomposition, "#k" replaced by step k's answer;
+  a step's paragraph_support_idx (optional) names its page."""
   steps = record.field("question_decomposition", (list,),
                        "a list of decomposition steps")
   if not steps:
@@ -279,7 +288,16 @@ def _musique_steps(record: Record) -> list[SubQuestion]:
     step = record.sub(f"question_decomposition[{i}]", value)
     question = _substitute(step.text("question"), answers)
     answers.append(step.text("answer", allow_empty=True))
-    sub_questions.append(SubQuestion(question, answers[-1]))
+    support = step.field("paragraph_support_idx", (int,),
+                         "the idx of one of the record's paragraphs",
+                         optional=True, default=None)
+    if support is not None and support not in by_idx:
+      raise step.error("paragraph_support_idx", f"is {support}, which no "
+                       f"paragraph has (idx {sorted(by_idx)})",
+                       "the idx of one of the record's paragraphs")
+    sub_questions.append(SubQuestion(
+        question, answers[-1],
+        by_idx[support][0] if support is not None else ""))
   return sub_questions
 
 
@@ -294,7 +312,7 @@ def read_musique(path: str | os.PathLike, *,
   tasks = []
   for record in records:
     by_idx = _musique_paragraphs(record, corpus)
-    sub_questions = _musique_steps(record)
+    sub_questions = _musique_steps(record, by_idx)
     answer = record.text("answer")
     aliases = record.texts("answer_aliases", optional=True)
     metadata = {
@@ -310,10 +328,37 @@ def read_musique(path: str | os.PathLike, *,
                    tuple(corpus.documents.values()))
 
 
+def read_qa(path: str | os.PathLike, *,
+            limit: int | None = None) -> TaskSet:
+  """Plain question/answer records: "question", and "answer" (a string) or
+  "answers" (a list, the first the gold answer, the rest aliases); optional
+  "id" (default "qa-<record number>"), "level" and "hops". No corpus: the
+  tools search `config.data.corpus` or the web."""
+  records = _first(json_records(path), limit)
+  tasks = []
+  for n, record in enumerate(records):
+    if "answers" in record.data:
+      answers = record.texts("answers")
+      if not answers:
+        raise record.error("answers", "is empty", "at least one answer")
+    else:
+      answers = (record.text("answer"),)
+    hops = record.field("hops", (int,), "an integer >= 1", optional=True,
+                        default=None)
+    if hops is not None and hops < 1:
+      raise record.error("hops", f"is {hops}", "an integer >= 1")
+    tasks.append(Task(record.text("id", optional=True) or f"qa-{n:05d}",
+                      record.text("question"), tuple(dict.fromkeys(answers)),
+                      "qa", level=record.text("level", optional=True),
+                      hops=hops))
+  return _task_set(f"qa:{records[0].path.name}", records, tasks)
+
+
 READERS = {
     "gaia": read_gaia,
     "webwalkerqa": read_webwalkerqa,
     "xbench": read_xbench,
     "hotpotqa": read_hotpotqa,
     "musique": read_musique,
+    "qa": read_qa,
 }

@@ -20,6 +20,7 @@ class SubQuestion:
   """One step of a question's decomposition and its gold answer."""
   question: str
   answer: str
+  doc_id: str = ""  # The page that states the answer, when the data says.
 
 
 @dataclasses.dataclass(frozen=True)
