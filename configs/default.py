@@ -10,10 +10,13 @@ configs/frozen_sub.py, single_agent.py and smollm2.py start from this file.
 Every field can be overridden, e.g. `--config.train.steps=5`.
 """
 
+import pathlib
+
 import ml_collections
 from ml_collections import config_dict
 
 from mgrpo_jax.agents.team import agents_config
+from mgrpo_jax.runtime.config_checks import load_config_file
 from mgrpo_jax.runtime.meshes import agent_config as agent_mesh
 
 
@@ -54,7 +57,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.num_layers = 2  # Tiny model depth.
 
   config.sft = ml_collections.ConfigDict()
-  config.sft.steps = 700  # SFT warm-start steps on oracle demonstrations (0: none).
+  config.sft.steps = 700  # SFT warm-start steps on the demonstrations (0: none).
   config.sft.batch_size = 8  # Sequences per SFT step.
   config.sft.learning_rate = 6e-3  # SFT AdamW learning rate (3e-3 left seed 1 short of learning to copy names in 700 steps).
   config.sft.noise = 0.0  # Share of oracle turns with a controlled mistake (wrong names slow the tiny model's learning to copy).
@@ -62,6 +65,18 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.lazy_report = 0.0  # Share of sub-agent hops demonstrated without the visit: the report comes from the cut-short search snippet, so it is mostly "unknown" (a sub-agent M-GRPO must teach to read the page; configs/reproduce.py).
   config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (train/warm_start.py).
+  config.sft.demonstrations = "oracle"  # Who writes them: "oracle" (plays the synthetic world's relations), "gold" (any data: each record's decomposition, e.g. MuSiQue's, or supporting pages, e.g. HotpotQA's) or the path of a JSONL of conversations (agents/demo_file.py).
+
+  config.data = ml_collections.ConfigDict()  # Where the questions come from (train/data.py).
+  config.data.train = "synthetic"  # "synthetic" (config.world's train split) or a question file: MuSiQue, HotpotQA, GAIA-style JSON/JSONL, or JSONL of {"question", "answer"}.
+  config.data.validation = "synthetic"  # The same for validation (eval/*: its first train.eval_questions).
+  config.data.test = "synthetic"  # The same for the held-out test (test/*: its first train.test_questions).
+  config.data.format = ""  # The files' format ("": detected from each file): musique, hotpotqa, gaia, webwalkerqa, xbench, qa.
+  config.data.train_questions = 0  # First train questions used (0: all of them).
+  config.data.corpus = "files"  # What search / visit read: "files" (the pages the splits carry; the world's for "synthetic") or a JSONL of {"id", "title", "text"} pages.
+
+  config.tools = load_config_file(  # The search / visit backend: local pages or a web API (configs/tools.py comments every field).
+      str(pathlib.Path(__file__).with_name("tools.py")))
 
   config.world = ml_collections.ConfigDict()  # The synthetic world (data/world.py).
   config.world.num_entities = 150  # Entities, one page each.

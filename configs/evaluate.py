@@ -7,10 +7,13 @@ field can be overridden, e.g. `--config.eval.limit=0` (all questions) or
 web instead of a local corpus (README "Live web tools").
 """
 
+import pathlib
+
 import ml_collections
 from ml_collections import config_dict
 
 from mgrpo_jax.agents.team import agents_config
+from mgrpo_jax.runtime.config_checks import load_config_file
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -37,28 +40,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.agents.sub.first_turn_prefix = (  # Sub-agent's seeded first-turn opening.
       '<tool_call>{"name": "search", "arguments": {"query": "')
 
-  config.tools = ml_collections.ConfigDict()  # The sub-agent's search / visit backend.
-  config.tools.backend = "local"  # "local": BM25 over the data's documents or --corpus; "web": a web-search API (agents/web.py).
-  config.tools.web = ml_collections.ConfigDict()  # The "web" backend; the defaults speak Serper's format.
-  config.tools.web.endpoint = ""  # Search API URL, e.g. https://google.serper.dev/search (required for "web").
-  config.tools.web.method = "POST"  # "POST": JSON body {query_field: q, count_field: k}; "GET": URL parameters.
-  config.tools.web.key_env = "MGRPO_SEARCH_API_KEY"  # Environment variable holding the API key (never written to disk).
-  config.tools.web.key_header = "X-API-KEY"  # Request header carrying the key (Brave: X-Subscription-Token).
-  config.tools.web.key_prefix = ""  # Text before the key in its header, e.g. "Bearer " with Authorization.
-  config.tools.web.query_field = "q"  # Request field holding the query.
-  config.tools.web.count_field = "num"  # Request field holding the number of results (Brave: count).
-  config.tools.web.results_path = "organic"  # Dotted path of the answer's result list ("" : the answer is the list; Brave: web.results).
-  config.tools.web.url_field = "link"  # A result's URL field (Brave: url); the URL is the page id visit takes.
-  config.tools.web.title_field = "title"  # A result's title field.
-  config.tools.web.snippet_field = "snippet"  # A result's snippet field (Brave: description).
-  config.tools.web.cache_dir = ""  # Where answers are cached ("": $MGRPO_JAX_CACHE/web, default ~/.cache/mgrpo_jax/web).
-  config.tools.web.replay = False  # True: answer from the cache only, never the network (offline, exact replays).
-  config.tools.web.timeout_s = 20.0  # Seconds one try may take (connecting and reading).
-  config.tools.web.retries = 2  # Tries after the first on a timeout, HTTP 429 or 5xx, or a failed connection.
-  config.tools.web.backoff_s = 1.0  # Wait before the first retry, doubled each retry (a Retry-After header wins).
-  config.tools.web.max_backoff_s = 30.0  # Longest wait between tries, Retry-After included.
-  config.tools.web.min_interval_s = 0.5  # Least seconds between two requests to the same host.
-  config.tools.web.max_bytes = 2_000_000  # Most bytes of an answer read; a longer page is cut (counted as too_large).
+  config.tools = load_config_file(  # The sub-agent's search / visit backend (configs/tools.py comments every field).
+      str(pathlib.Path(__file__).with_name("tools.py")))
 
   config.eval = ml_collections.ConfigDict()
   config.eval.rollouts = 2  # Rollouts per question (K of avg@K / pass@K).

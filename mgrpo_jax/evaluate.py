@@ -90,8 +90,8 @@ def from_training_config(config: ml_collections.ConfigDict, *,
                          split: str = "validation"
                          ) -> ml_collections.ConfigDict:
   """An evaluation config for a training config (configs/default.py and
-  its baselines): the run's world, team (train/team_build.py, as the
-  trainer builds it) and reward, greedy, one rollout per question of
+  its baselines): the run's world, tools, team (train/team_build.py, as
+  the trainer builds it) and reward, greedy, one rollout per question of
   `split`: as many validation questions as the trainer's eval/accuracy, or
   test questions as its test/accuracy (all of them if it logs none).
   Configs that already have an `eval` section are returned unchanged."""
@@ -110,6 +110,8 @@ def from_training_config(config: ml_collections.ConfigDict, *,
       {"rollouts": 1, "limit": limit, "split": split})
   out.reward = ml_collections.ConfigDict(config.reward.to_dict())
   out.world = ml_collections.ConfigDict(config.world.to_dict())
+  if "tools" in config:  # The backend the run trained with.
+    out.tools = ml_collections.ConfigDict(config.tools.to_dict())
   return out
 
 

@@ -108,12 +108,13 @@ def _train_agents(config) -> None:
   from mgrpo_jax.models.loading import enable_compilation_cache
   from mgrpo_jax.train import trainer
   from mgrpo_jax.runtime.store import StoreError
+  from mgrpo_jax.data.records import DataError
   enable_compilation_cache()
   start = time.perf_counter()
   try:
     metrics = trainer.run(config, role=_ROLE.value, log=logs.say)
-  except config_checks.ConfigError as e:  # E.g. too few devices.
-    config_checks.usage_error(str(e))
+  except (config_checks.ConfigError, DataError) as e:  # Too few devices,
+    config_checks.usage_error(str(e))  # a data file that cannot be read.
   except StoreError as e:  # The other side is gone or the store broke.
     raise SystemExit(f"stopped: {e}") from e  # One line on stderr, exit 1.
   for line in summary(config, _ROLE.value, metrics,

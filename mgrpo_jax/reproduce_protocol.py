@@ -39,11 +39,32 @@ class ProtocolError(ValueError):
   """The suite about to run is not the one the protocol file describes."""
 
 
+def without_added_defaults(fields: dict) -> dict:
+  """`fields` without the sections added to the configs after the protocol
+  was registered, where they hold the values that reproduce the registered
+  runs (the generated world's data, the local tools, the oracle's
+  demonstrations): the digest of a config that runs the same suite stays
+  the protocol's, and any other value of them changes it."""
+  from mgrpo_jax.train.data import SYNTHETIC_DATA  # pylint: disable=g-import-not-at-top
+  fields = dict(fields)
+  tools = load_config_file(str(ROOT / "configs" / "tools.py")).to_dict()
+  if fields.get("data") == SYNTHETIC_DATA:
+    del fields["data"]
+  if fields.get("tools") == json.loads(json.dumps(tools)):
+    del fields["tools"]
+  sft = dict(fields.get("sft", {}))
+  if sft.get("demonstrations") == "oracle":
+    del sft["demonstrations"]
+    fields["sft"] = sft
+  return fields
+
+
 def config_digest(config_arg: str) -> tuple[str, int]:
   """(sha256 of the config's fields but run_dir and seed, its train.steps)
-  of `configs/reproduce.py:<config_arg>`."""
+  of `configs/reproduce.py:<config_arg>` (`without_added_defaults`)."""
   config = load_config_file(f"{ROOT / CONFIG_FILE}:{config_arg}")
-  fields = json.loads(config.to_json_best_effort(sort_keys=True))
+  fields = without_added_defaults(
+      json.loads(config.to_json_best_effort(sort_keys=True)))
   fields.pop("run_dir")
   fields.pop("seed")
   blob = json.dumps(fields, sort_keys=True).encode()

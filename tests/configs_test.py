@@ -25,7 +25,7 @@ def load(name):
 
 def test_every_config_file_is_covered():
   names = {p.stem for p in (ROOT / "configs").glob("*.py")}
-  assert names == {*TRAINING, "toy", "evaluate", "reproduce"}
+  assert names == {*TRAINING, "toy", "evaluate", "reproduce", "tools"}
 
 
 @pytest.mark.parametrize("name", TRAINING)
@@ -104,3 +104,14 @@ def test_baselines_differ_from_default_only_where_they_say():
 def test_toy_and_evaluate_configs():
   toy.validate(load("toy"))
   check_agents_config(load("evaluate").agents)
+
+
+def test_training_and_evaluation_share_one_tools_section():
+  """configs/tools.py is the one default of the tools' backend: training
+  and evaluation read the same section (a run replayed by evaluate uses
+  the settings it trained with)."""
+  tools = load("tools").to_dict()
+  assert tools["backend"] == "local"
+  assert load("evaluate").tools.to_dict() == tools
+  for name in TRAINING:
+    assert load(name).tools.to_dict() == tools

@@ -6,17 +6,20 @@ world's pages, and says what each agent did, separately:
   sub_report_accuracy      reports whose answer (before ". Evidence:") is
                            the true answer of the one-hop question the
                            planner delegated, read from the page of the
-                           entity it names (for a gold sub-question: the
-                           gold sub-answer); over gradeable delegations
+                           entity it names, or, for a sub-question of a
+                           task's gold decomposition (MuSiQue's), its gold
+                           answer; over gradeable delegations
   sub_gradeable            delegations that are a one-hop question of the
-                           world about an entity that has a page (the rest,
-                           a planner's garbled task, cannot be graded)
+                           world about an entity that has a page, or a gold
+                           sub-question (the rest, a planner's garbled or
+                           own wording, cannot be graded)
   sub_visit_rate           sub-agent conversations that visited a page
   sub_searches_per_report  searches per sub-agent conversation that reported
   visits_per_hop           page visits by any agent per hop the questions
                            need (single agent and team alike)
   main_delegations_hop<h>  delegations per question of h hops (a planner
-                           that decomposes delegates h times)
+                           that decomposes delegates h times); questions
+                           whose hops the data does not say are left out
 
 Sub-agent figures are absent when no rollout delegated.
 """
@@ -41,20 +44,25 @@ def normalised(text: str) -> str:
 
 
 class Grader:
-  """The true answer of a one-hop question, read from the world's pages."""
+  """The true answer of a one-hop question: read from the world's pages, or
+  the gold answer of a sub-question of `tasks`' decompositions."""
 
-  def __init__(self, documents: Sequence[Document]):
+  def __init__(self, documents: Sequence[Document],
+               tasks: Sequence[Task] = ()):
     self.pages = {d.title.strip().lower(): d.text for d in documents}
+    self.gold = {s.question: s.answer for t in tasks
+                 for s in t.sub_questions}
 
   def answer(self, question: str) -> str | None:
-    """The answer the page of the question's entity states (None: not a
-    one-hop question of the world, or no such page or fact)."""
+    """The answer the page of the question's entity states, else the gold
+    answer of that sub-question (None: neither)."""
     parsed = parse_step(question)
     if parsed is None:
-      return None
+      return self.gold.get(question)
     relation, entity = parsed
     page = self.pages.get(entity.strip().lower())
-    return None if page is None else read_fact(relation, entity, page)
+    stated = None if page is None else read_fact(relation, entity, page)
+    return stated if stated is not None else self.gold.get(question)
 
   def report_correct(self, question: str, report: str | None) -> bool | None:
     """Whether `report` answers `question` (None: cannot be graded)."""
@@ -81,8 +89,10 @@ def team_diagnostics(rollouts: Sequence[Sequence[Rollout]],
   visits, hops = 0, 0
   for row, task in zip(rollouts, tasks):
     for rollout in row:
-      delegations[len(task.sub_questions)].append(len(rollout.subs))
-      hops += len(task.sub_questions)
+      hop_count = task.hops or len(task.sub_questions)
+      if hop_count:
+        delegations[hop_count].append(len(rollout.subs))
+      hops += hop_count
       visits += sum(_tool_count(t, "visit")
                     for t in (rollout.main, *rollout.subs))
       for sub in rollout.subs:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import pathlib
+from typing import Sequence
 
 import ml_collections
 
@@ -31,6 +32,8 @@ from mgrpo_jax.agents.protocol import (ToolSpec, parse_turn, render_answer,
 from mgrpo_jax.agents.rollout import DELEGATE, REASON
 from mgrpo_jax.agents.team import agents_config
 from mgrpo_jax.agents.tools import search_and_visit
+from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.task import Task
 from mgrpo_jax.data.world import World, WorldConfig, generate_world
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.tiny import tiny_model_config, train_tokenizer
@@ -84,14 +87,21 @@ def protocol_texts() -> list[str]:
   return texts
 
 
-def world_texts(world: World, *, split: str = "train") -> list[str]:
-  """The world's pages (title + text) and one split's questions and
-  sub-questions with their answers."""
-  texts = [f"{d.title}\n{d.text}" for d in world.documents]
-  for task in world.splits[split]:
+def data_texts(documents: Sequence[Document], tasks: Sequence[Task]
+               ) -> list[str]:
+  """Pages (title + text), then each question and its sub-questions with
+  their answers: what the tiny tokenizer learns its words from."""
+  texts = [f"{d.title}\n{d.text}" for d in documents]
+  for task in tasks:
     texts.append(task.question)
     texts.extend(f"{s.question} {s.answer}" for s in task.sub_questions)
   return texts
+
+
+def world_texts(world: World, *, split: str = "train") -> list[str]:
+  """The world's pages (title + text) and one split's questions and
+  sub-questions with their answers."""
+  return data_texts(world.documents, world.splits[split])
 
 
 def tokenizer_texts(world: World) -> list[str]:
@@ -109,28 +119,45 @@ def tokenizer_key(world_config: WorldConfig, vocab_size: int) -> str:
   return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def tiny_tokenizer_dir(world_config: WorldConfig, *, vocab_size: int = 2048,
-                       cache_dir: str | os.PathLike | None = None
-                       ) -> pathlib.Path:
-  """Where `tiny_team_assets` keeps the tokenizer of this world."""
-  return (cache_root(cache_dir) / CACHE_DIR
-          / f"v{vocab_size}-{tokenizer_key(world_config, vocab_size)}")
+def texts_tokenizer_key(texts: Sequence[str], vocab_size: int) -> str:
+  """The key of a tokenizer trained on `texts` (data from files): changes
+  with the texts, the vocabulary, the prompts and the version."""
+  blob = json.dumps({"texts": hashlib.sha256(
+      "\x00".join(texts).encode()).hexdigest(), "vocab_size": vocab_size,
+                     "protocol": protocol_texts(),
+                     "version": TOKENIZER_VERSION}, sort_keys=True)
+  return "t" + hashlib.sha256(blob.encode()).hexdigest()[:15]
 
 
-def tiny_team_assets(world_config: WorldConfig, *,
+def tiny_tokenizer_dir(world_config: WorldConfig | None, *,
+                       vocab_size: int = 2048,
+                       cache_dir: str | os.PathLike | None = None,
+                       texts: Sequence[str] | None = None) -> pathlib.Path:
+  """Where `tiny_team_assets` keeps the tokenizer of this world (or of
+  `texts`)."""
+  key = (tokenizer_key(world_config, vocab_size) if texts is None
+         else texts_tokenizer_key(texts, vocab_size))
+  return cache_root(cache_dir) / CACHE_DIR / f"v{vocab_size}-{key}"
+
+
+def tiny_team_assets(world_config: WorldConfig | None, *,
                      cache_dir: str | os.PathLike | None = None,
-                     vocab_size: int = 2048, **model_overrides
+                     vocab_size: int = 2048,
+                     texts: Sequence[str] | None = None, **model_overrides
                      ) -> tuple[Tokenizer, ModelConfig]:
-  """The tiny team's tokenizer (trained on the world once, then read from
-  the cache) and model config (`tiny_model_config` + `model_overrides`)."""
-  if not isinstance(world_config, WorldConfig):
+  """The tiny team's tokenizer (trained once, then read from the cache) and
+  model config (`tiny_model_config` + `model_overrides`). It learns from
+  the world's texts, or from `texts` (data from files: `data_texts`), and
+  the protocol's."""
+  if texts is None and not isinstance(world_config, WorldConfig):
     raise TypeError(f"tiny_team_assets: world_config must be a WorldConfig; "
                     f"got {type(world_config).__name__}.")
   directory = tiny_tokenizer_dir(world_config, vocab_size=vocab_size,
-                                 cache_dir=cache_dir)
+                                 cache_dir=cache_dir, texts=texts)
   if not (directory / "tokenizer.json").is_file():
-    world = generate_world(world_config)
-    tokenizer = train_tokenizer(tokenizer_texts(world), vocab_size)
+    corpus = (tokenizer_texts(generate_world(world_config)) if texts is None
+              else list(texts) + protocol_texts() * PROTOCOL_REPEAT)
+    tokenizer = train_tokenizer(corpus, vocab_size)
     write_entry(directory, tokenizer.save,
                 is_complete=lambda d: (d / "tokenizer.json").is_file())
   tokenizer = Tokenizer.load(directory)

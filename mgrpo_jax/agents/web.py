@@ -64,7 +64,7 @@ _ADVICE = {"search": "try again or answer with what you have.",
 
 @dataclasses.dataclass(frozen=True)
 class WebConfig:
-  """The web backend's settings: `config.tools.web` (configs/evaluate.py
+  """The web backend's settings: `config.tools.web` (configs/tools.py
   holds the one default of each and comments every field)."""
   endpoint: str  # The search API's URL.
   method: str  # "POST" (JSON body) or "GET" (URL parameters).

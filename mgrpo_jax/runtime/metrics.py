@@ -159,6 +159,16 @@ METRICS_DOC: dict[str, str] = {
     "time/test": "Seconds of the step's test-split rollouts.",
     "eval/sub_version": "Sub-agent weight version the evaluation used: the "
                         "newest (the step's), in every staleness mode.",
+    "tools/searches": "With config.tools.backend='web': search calls so far "
+                      "in this process (rollouts and evaluations).",
+    "tools/visits": "With the web backend: page visits so far in this "
+                    "process.",
+    "tools/cache_hits": "With the web backend: calls answered from its cache "
+                        "so far (a replay answers every call so).",
+    "tools/http_tries": "With the web backend: network requests so far, "
+                        "retries included (0 in a replay).",
+    "tools/errors/<kind>": "With the web backend: failed calls of each kind "
+                           "so far (agents/web.py ERROR_KINDS), 0 included.",
 }
 
 

@@ -11,6 +11,7 @@ meshes) is checked by `meshes.agent_meshes`, the next thing the trainer does.
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import ml_collections
@@ -20,6 +21,8 @@ from mgrpo_jax import core
 from mgrpo_jax.agents import team
 from mgrpo_jax.core.alignment import FILLS
 from mgrpo_jax.core.importance import OFF_POLICY
+from mgrpo_jax.agents.web import check_tools_config
+from mgrpo_jax.data import loading as data_loading
 from mgrpo_jax.data import world
 from mgrpo_jax.models import loading
 from mgrpo_jax.models.sharding import BATCH_AXIS
@@ -28,7 +31,9 @@ from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
 from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
+from mgrpo_jax.train import data as train_data
 from mgrpo_jax.train.learner import LearnerConfig
+from mgrpo_jax.train.warm_start import DEMONSTRATIONS, demonstration_source
 
 TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
 MODES = ("mgrpo", "frozen_sub", "single")
@@ -58,6 +63,8 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   choice(config, "advantage.sub_group_by", SUB_GROUP_BY)
   _agents(config)
   _world(config)
+  _data(config)
+  _tools(config)
   _model(config)
   _sft(config)
   _mesh(config, kinds, role)
@@ -173,7 +180,11 @@ def _agents(config) -> None:
   boolean(config, "agents.reason_tool")
   boolean(config, "agents.strict_format")
   for side in ("main", *config.agents.sub_kinds):
-    string(config, f"agents.{side}.first_turn_prefix")
+    prefix = string(config, f"agents.{side}.first_turn_prefix")
+    if prefix and get(config, "sft.steps"):
+      fail(f"agents.{side}.first_turn_prefix", prefix, "'' with a warm start "
+           "(sft.steps > 0): the demonstrations teach the model to open "
+           "the protocol itself")
   try:  # The rest: turns, budgets, prompt style (agents/team.py).
     team.check_agents_config(config.agents)
   except ValueError as e:
@@ -188,13 +199,63 @@ def _world(config) -> None:
   integer(config, "world.test_questions", minimum=0)
   integer(config, "world.max_hops", minimum=1, maximum=world.MAX_HOPS)
   integer(config, "world.seed", minimum=0)
-  # After the world's own fields: the bound is the test split's size.
+  # After the world's own fields: the bound is the test split's size (a
+  # test file's size is known once it is read).
+  synthetic_test = (get(config, "data.test") == world.SOURCE
+                    if "data" in config else True)
   integer(config, "train.test_questions", minimum=0,
-          maximum=config.world.test_questions)
+          maximum=config.world.test_questions if synthetic_test else None)
   try:  # Also refuses fields WorldConfig does not have.
     world.WorldConfig(**config.world.to_dict())
   except (TypeError, ValueError) as e:
     raise ConfigError(f"config.world: {e}") from e
+
+
+def _data(config) -> None:
+  """Each split is "synthetic" or an existing file, the corpus "files" or an
+  existing file (their contents are read, and refused with the reader's
+  message, by train/data.py before anything is written)."""
+  if "data" not in config:
+    return
+  for split in train_data.SPLITS:
+    value = string(config, f"data.{split}", empty=False)
+    if value != world.SOURCE and not pathlib.Path(value).is_file():
+      fail(f"data.{split}", value, f"'{world.SOURCE}' or the path of a "
+           f"question file ({', '.join(data_loading.FORMATS)}); no such file")
+  fmt = string(config, "data.format")
+  if fmt and fmt not in data_loading.FORMATS:
+    fail("data.format", fmt, f"'' (detected) or one of "
+         f"{list(data_loading.FORMATS)}")
+  integer(config, "data.train_questions", minimum=0)
+  corpus = string(config, "data.corpus", empty=False)
+  if corpus != train_data.FILES and not pathlib.Path(corpus).is_file():
+    fail("data.corpus", corpus, f"'{train_data.FILES}' (the pages the data "
+         "carries) or the path of a JSONL of {id, title, text} pages; no "
+         "such file")
+
+
+def _tools(config) -> None:
+  """The backend; the web backend in training needs its key (or replay)."""
+  if "tools" not in config:
+    return
+  try:
+    backend = check_tools_config(config)
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+  if backend != "web":
+    return
+  web = config.tools.web
+  if not web.replay and not os.environ.get(web.key_env):
+    fail("tools.web.replay", web.replay, f"True (answers from the cache "
+         f"only) when the environment variable {web.key_env} (tools.web."
+         "key_env) holding the search API's key is not set: training on "
+         "'no API key' answers would teach nothing")
+  if get(config, "sft.steps") and demonstration_source(config) in (
+      DEMONSTRATIONS):
+    fail("sft.demonstrations", demonstration_source(config), "sft.steps=0 "
+         "with config.tools.backend='web' (the oracle's demonstrations "
+         "visit the local pages by their ids; warm-start with "
+         "tools.backend='local', or train a pretrained model without SFT)")
 
 
 def _model(config) -> None:
@@ -259,6 +320,12 @@ def _rows_split(config, agent: str, ways: int) -> None:
 
 def _sft(config) -> None:
   integer(config, "sft.steps", minimum=0)
+  if "demonstrations" in config.sft:
+    source = string(config, "sft.demonstrations", empty=False)
+    if source not in DEMONSTRATIONS and not pathlib.Path(source).is_file():
+      fail("sft.demonstrations", source, f"one of {list(DEMONSTRATIONS)} or "
+           "the path of a JSONL of demonstration conversations "
+           "(agents/demo_file.py); no such file")
   integer(config, "sft.batch_size", minimum=1)
   integer(config, "sft.questions", minimum=1)
   number(config, "sft.learning_rate", minimum=0.0, open_min=True)

@@ -22,12 +22,14 @@ from mgrpo_jax.runtime import checkpoints, meshes
 from mgrpo_jax.runtime import store as store_lib
 from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.train import batches
+from mgrpo_jax.train.data import identity as data_identity
 from mgrpo_jax.train.data import load_data
 from mgrpo_jax.train.evaluator import evaluate, prefixed, roll_out, weights_of
 from mgrpo_jax.train.learner import Learner, LearnerConfig
 from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
+from mgrpo_jax.train.warm_start import check_demonstrations
 
 
 def checksum(params: Any) -> float:
@@ -74,7 +76,7 @@ def absolute(path: str) -> str:
 def fingerprint(config) -> dict[str, Any]:
   """What both sides of a run must agree on (checked when the store opens)."""
   return {"mode": config.mode, "model": config.model.to_dict(),
-          "world": config.world.to_dict(),
+          "world": config.world.to_dict(), **data_identity(config),
           "questions_per_step": config.train.questions_per_step,
           "group_size": config.train.group_size, "d_max": config.align.d_max,
           "sub_kinds": list(sub_kinds(agents_section(config))),
@@ -136,6 +138,10 @@ class Side:
         {k: config.mesh[k] for k in ["share", *built]})
     self.meshes = meshes.agent_meshes(mesh_config)
     _one_process(role)
+    # Before anything is written: a data file that cannot be read stops the
+    # run here, with the store, checkpoints and caches untouched.
+    self.data = load_data(config)
+    check_demonstrations(config, self.data.train, self.data.documents)
     run_dir = absolute(config.run_dir)
     # Every weight version is kept until a checkpoint makes it unneeded
     # (`prune_weights` after each save).
@@ -144,7 +150,6 @@ class Side:
                                       else f"{run_dir}/store",
                                       fingerprint=fingerprint(config),
                                       keep_weights=None)
-    self.data = load_data(config)
     self.ckpt = {name: checkpoints.AgentCheckpointer(
         f"{run_dir}/checkpoints", name,
         max_to_keep=config.checkpoint.max_to_keep,
@@ -174,6 +179,13 @@ class Side:
           main_model=models["main"], main_tokenizer=self.tok,
           sub_models={k: models[k] for k in self.kinds})
     self.weights = weights_of(config.reward.to_dict())
+    undecomposed = [t for t in self.data.train if not t.sub_questions]
+    if self.weights.get("v_exp") and undecomposed:
+      log(f"note: the rule expert (reward v_exp={self.weights['v_exp']}) "
+          "scores a report against its question's decomposition or final "
+          f"answer; {len(undecomposed)} of {len(self.data.train)} train "
+          f"questions (e.g. {undecomposed[0].task_id!r}) have no "
+          "decomposition, so only reports stating the final answer score")
     self.start_step = self._resume()
 
   @property
@@ -281,6 +293,8 @@ class Side:
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
         self.weights)
     metrics.update(rollout_metrics)
+    if hasattr(self.data.backend, "figures"):  # The web backend's counts.
+      metrics.update(self.data.backend.figures())
     for kind, (version, total) in self.sub_weights.items():
       metrics[f"weights/{kind}_step"] = version
       metrics[f"weights/{kind}_checksum"] = total
@@ -361,7 +375,8 @@ class Side:
     """Validation with the newest weights of every agent (after `step`
     updates; the main sampler already has them)."""
     self.sync_subs(step, newest=True)
-    grader = Grader(self.data.backend.documents)
+    grader = Grader(self.data.documents, self.data.train + self.data.validation
+                    + self.data.test)
     outcomes: dict[str, dict[str, int]] = {"validation": {}, "test": {}}
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
