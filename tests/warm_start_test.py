@@ -6,7 +6,9 @@ from trainer_test_utils import tiny_config
 
 from mgrpo_jax.data.task import TaskSet
 from mgrpo_jax.data.world import WorldConfig
-from mgrpo_jax.models.hf_checkpoint import read_hf_checkpoint
+from mgrpo_jax.models.build import init_model
+from mgrpo_jax.models.hf_checkpoint import (model_arrays, read_hf_checkpoint,
+                                            save_hf_checkpoint)
 from mgrpo_jax.agents import tiny_team as tiny
 from mgrpo_jax.train import team_build
 from mgrpo_jax.train import data as train_data
@@ -25,7 +27,7 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
       num_layers=config.model.num_layers,
       max_position_embeddings=config.agents.main.context_tokens)
   taskset = TaskSet("sft", data.train[:config.sft.questions],
-                    data.backend.documents)
+                    data.documents)
   agents = team_build.agents_section(config)
   logs = []
   first, figures = warm_started(config, taskset, tok, model_config, agents,
@@ -80,3 +82,42 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
   other.mode = "single"
   assert warm_start_key(other) != warm_start_key(config)
   assert pathlib.Path(first).parent.name == "warm_starts"
+  other = tiny_config(tmp_path)
+  other.sft.demonstrations = "gold"
+  assert warm_start_key(other) != warm_start_key(config)
+
+
+def test_a_pretrained_checkpoint_is_warm_started_from_its_weights(
+    tmp_path, monkeypatch):
+  """A model name that is not "tiny" (here a small checkpoint directory
+  standing in for SmolLM2) is the SFT's start: its own tokenizer, its own
+  weights, then every agent loads the saved warm start."""
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  base = tiny_config(tmp_path)
+  data = train_data.load_data(base)
+  tok, model_config = tiny.tiny_team_assets(
+      WorldConfig(**base.world.to_dict()), vocab_size=base.model.vocab_size,
+      hidden_size=base.model.hidden_size, num_layers=base.model.num_layers,
+      max_position_embeddings=2048)
+  pretrained = tmp_path / "pretrained"
+  save_hf_checkpoint(init_model(model_config, seed=7), tok, pretrained)
+  config = tiny_config(tmp_path)
+  config.model.name = str(pretrained)
+  meshes = {name: None for name in ("main", "sub")}
+  logs = []
+  got_tok, models, figures = team_build.build_models(
+      config, meshes, data, ["main", "sub"], log=logs.append)
+  assert figures["sft/steps"] == 2 and figures["sft/cached"] == 0.0
+  assert got_tok.vocab_size == tok.vocab_size
+  start = read_hf_checkpoint(pretrained)[1]
+  warm = model_arrays(models["main"])
+  assert any(not (warm[k] == start[k]).all() for k in start)  # It learned.
+  for name in warm:  # Both agents start from the same warm start.
+    assert (warm[name] == model_arrays(models["sub"])[name]).all()
+  # Without SFT the checkpoint is every agent's start as it is.
+  config.sft.steps = 0
+  _, models, figures = team_build.build_models(config, meshes, data,
+                                               ["main"])
+  assert figures == {}
+  for name, array in model_arrays(models["main"]).items():
+    assert (array == start[name]).all(), name

@@ -22,9 +22,12 @@ from mgrpo_jax.data.task import TaskSet
 def oracle_team(taskset: TaskSet, tokenizer: Any,
                 agents: ml_collections.ConfigDict, *, noise: float = 0.0,
                 early_answer: float = 0.0, lazy_report: float = 0.0,
-                seed: int = 0) -> RolloutController:
+                seed: int = 0, knowledge: Knowledge | None = None
+                ) -> RolloutController:
   """The team `agents.build_team` builds for `agents` (a run's `agents`
-  section), each agent played by an `OraclePolicy` instead of an Engine."""
+  section), each agent played by an `OraclePolicy` instead of an Engine
+  that knows `knowledge` (default: the synthetic world's play of
+  `taskset`)."""
   config = agents
   check_agents_config(config)
   if config.reason_tool:
@@ -46,7 +49,7 @@ def oracle_team(taskset: TaskSet, tokenizer: Any,
                      f"{tuple(config.sub.tools)!r} is not supported (the "
                      "oracle searches, then visits); expected "
                      "('search', 'visit').")
-  knowledge = Knowledge(taskset)
+  knowledge = knowledge or Knowledge(taskset)
 
   def policy(plays: str, section: ml_collections.ConfigDict, stream: int):
     return OraclePolicy(tokenizer, knowledge, plays, noise=noise,
@@ -85,14 +88,16 @@ def oracle_rollouts(taskset: TaskSet, tokenizer: Any, *,
                     lazy_report: float = 0.0,
                     seed: int = 0, group_size: int = 1,
                     context_tokens: int | None = None,
-                    agents: ml_collections.ConfigDict | None = None
+                    agents: ml_collections.ConfigDict | None = None,
+                    knowledge: Knowledge | None = None
                     ) -> list[list[Rollout]]:
   """Rollouts [B][K] of every task of `taskset` by a team of oracles
   (arguments as `demonstrations`')."""
   controller = oracle_team(taskset, tokenizer,
                            _config(layout, context_tokens, agents),
                            noise=noise, early_answer=early_answer,
-                           lazy_report=lazy_report, seed=seed)
+                           lazy_report=lazy_report, seed=seed,
+                           knowledge=knowledge)
   return controller.run(list(taskset.tasks), group_size, jax.random.key(seed))
 
 
@@ -102,7 +107,8 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
                    lazy_report: float = 0.0,
                    seed: int = 0, group_size: int = 1,
                    context_tokens: int | None = None,
-                   agents: ml_collections.ConfigDict | None = None
+                   agents: ml_collections.ConfigDict | None = None,
+                   knowledge: Knowledge | None = None
                    ) -> list[Trajectory]:
   """Every trajectory (main, then its sub-agents, per rollout) the oracle
   team writes for `taskset`: the SFT warm start's data.
@@ -121,10 +127,13 @@ def demonstrations(taskset: TaskSet, tokenizer: Any, *,
     context_tokens: both agents' context budget (None: the config's).
     agents: the run's `agents` config section (default `agents_config()`);
       budgets, turns and tool settings are taken from it.
+    knowledge: what the oracle plays from (default `Knowledge(taskset)`,
+      the synthetic world's play; `Knowledge(taskset, gold=True)` plays
+      any data from its records' decompositions or supporting pages).
   """
   rows = oracle_rollouts(taskset, tokenizer, layout=layout, noise=noise,
                          early_answer=early_answer, lazy_report=lazy_report,
                          seed=seed, group_size=group_size,
                          context_tokens=context_tokens,
-                         agents=agents)
+                         agents=agents, knowledge=knowledge)
   return [t for row in rows for r in row for t in (r.main, *r.subs)]

@@ -75,20 +75,59 @@ _SENTENCE = re.compile(r"[^.\n]+\.")
 _SENTINELS = ("\u2063ORACLE_SYSTEM\u2063", "\u2063ORACLE_USER\u2063")
 
 
+def gold_steps(task: Task, pages: dict[str, str]) -> tuple[SubQuestion, ...]:
+  """What a file's record says about playing `task` (`pages`: text by page
+  id): its decomposition (MuSiQue: each step's question, answer and, where
+  the record names it, supporting page), else one step, the question itself,
+  answered from a supporting page (HotpotQA's supporting facts: the first of
+  them that states the answer). A ValueError names the task and what it
+  lacks."""
+  if task.sub_questions:
+    return task.sub_questions
+  supporting = tuple(task.metadata.get("supporting_doc_ids", ()))
+  if not supporting:
+    raise ValueError(
+        f"task {task.task_id!r} ({task.source}) has no question_decomposition "
+        "and no supporting_facts; gold demonstrations (config.sft."
+        "demonstrations='gold') need one of them (MuSiQue, HotpotQA), or "
+        "pass a demonstration JSONL.")
+  stating = [d for d in supporting
+             if any(a.lower() in pages.get(d, "").lower()
+                    for a in task.answers)]
+  return (SubQuestion(task.question, task.answer,
+                      (stating or supporting)[0]),)
+
+
 class Knowledge:
   """What the oracle knows of a TaskSet: tasks by question, gold answers by
-  sub-question, and entity names by kind (for controlled mistakes)."""
+  sub-question, and entity names by kind (for controlled mistakes).
 
-  def __init__(self, taskset: TaskSet):
+  `gold=False` plays the synthetic world (searches the entity a sub-question
+  names, visits the hit titled so); `gold=True` plays any data from what its
+  records carry (`gold_steps`): searches the delegated sub-question, visits
+  the step's supporting page when the search found it, else reports
+  "unknown" (`misses` counts those)."""
+
+  def __init__(self, taskset: TaskSet, *, gold: bool = False):
+    self.gold = gold
     self.tasks: dict[str, Task] = {t.question: t for t in taskset.tasks}
+    self.plans: dict[str, tuple[SubQuestion, ...]] = {}
     self.steps: dict[str, SubQuestion] = {}
+    pages = {d.doc_id: d.text for d in taskset.documents}
     for task in taskset.tasks:
-      if not task.sub_questions:
+      if gold:
+        plan = gold_steps(task, pages)
+      elif task.sub_questions:
+        plan = task.sub_questions
+      else:
         raise ValueError(f"Knowledge: task {task.task_id!r} has no "
                          "sub_questions; the oracle needs a gold "
-                         "decomposition (synthetic world tasks have one).")
-      for step in task.sub_questions:
+                         "decomposition (synthetic world tasks have one; "
+                         "gold=True plays from supporting pages).")
+      self.plans[task.question] = plan
+      for step in plan:
         self.steps[step.question] = step
+    self.misses = 0  # Gold steps whose search did not find their page.
     self.kind: dict[str, str] = {}
     for doc in taskset.documents:
       match = _KIND.match(doc.text)
@@ -103,6 +142,28 @@ class Knowledge:
                        f"{question!r}; expected a question of the TaskSet "
                        "the oracle was built from.")
     return self.tasks[question]
+
+  def plan(self, question: str) -> tuple[SubQuestion, ...]:
+    """The steps the oracle plays for a question."""
+    self.task(question)
+    return self.plans[question]
+
+  def query(self, task_text: str) -> str:
+    """What the sub-agent searches for a delegated step."""
+    return task_text if self.gold else entity_of(task_text)
+
+  def page(self, task_text: str, search_output: str) -> str | None:
+    """The page id to visit from a step's search results (None: none)."""
+    if not self.gold:
+      return pick_page(search_output, entity_of(task_text))
+    step = self.steps.get(task_text)
+    hits = [doc_id for doc_id, _ in _HIT.findall(search_output)]
+    if step is None or not step.doc_id:
+      return hits[0] if hits else None
+    if step.doc_id in hits:
+      return step.doc_id
+    self.misses += 1
+    return None
 
   def other_name(self, name: str, rng: np.random.Generator) -> str:
     """A different entity of the same kind (any other name if none)."""
@@ -120,10 +181,10 @@ class Knowledge:
     return read_fact(*parsed, page)
 
 
-def step_texts(task: Task, answers: Sequence[str]) -> list[str]:
+def step_texts(steps: Sequence[SubQuestion], answers: Sequence[str]
+               ) -> list[str]:
   """The sub-questions to ask, the entity of each replaced by the answer
   found for the previous one (gold answers give the gold sub-questions)."""
-  steps = task.sub_questions
   out = [steps[0].question]
   for i in range(1, min(len(answers) + 1, len(steps))):
     out.append(steps[i].question.replace(steps[i - 1].answer, answers[i - 1]))
@@ -279,13 +340,13 @@ class OraclePolicy:
       begin = text.index(self._user_open) + len(self._user_open)
       state.user = text[begin:len(text) - len(self._user_close)]
       if (self.early_answer
-          and len(self.knowledge.task(state.user).sub_questions) > 1
+          and len(self.knowledge.plan(state.user)) > 1
           and self.rng.random() < self.early_answer):
         state.answer_after = 1
         self.mistakes["early_answer"] += 1
       if self.lazy_report:
         hops = (1 if self.plays == "sub"
-                else len(self.knowledge.task(state.user).sub_questions))
+                else len(self.knowledge.plan(state.user)))
         state.lazy = frozenset(
             h for h in range(hops) if self.rng.random() < self.lazy_report)
         self.mistakes["lazy_report"] += len(state.lazy)
@@ -339,14 +400,14 @@ class OraclePolicy:
             "single": self._single_turn}[self.plays](state)
 
   def _main_turn(self, state: _State) -> str:
-    task = self.knowledge.task(state.user)
+    plan = self.knowledge.plan(state.user)
     reports = [report_answer(text) for name, text in state.results
                if name == DELEGATE.name]
-    if (state.answer_now or len(reports) >= len(task.sub_questions)
+    if (state.answer_now or len(reports) >= len(plan)
         or len(reports) == state.answer_after):
       answer = reports[-1] if reports else UNKNOWN
       return self._final("The reports answer the question.", answer)
-    step = step_texts(task, reports)[len(reports)]
+    step = step_texts(plan, reports)[len(reports)]
     kind = self._mistake("wrong_entity", "malformed")
     if kind == "wrong_entity":
       entity = entity_of(step)
@@ -369,14 +430,14 @@ class OraclePolicy:
       return self.knowledge.answer(task_text, page) or UNKNOWN, page
     if answer_now:
       return self.knowledge.answer(task_text, None) or UNKNOWN, None
-    entity = entity_of(task_text)
     if "search" not in outputs:
-      return self._call("I search for it.", "search", query=entity)
+      return self._call("I search for it.", "search",
+                        query=self.knowledge.query(task_text))
     if lazy:
       parsed = parse_step(task_text)
       snippet_fact = read_fact(*parsed, outputs["search"]) if parsed else None
       return snippet_fact or UNKNOWN, None
-    page_id = pick_page(outputs["search"], entity)
+    page_id = self.knowledge.page(task_text, outputs["search"])
     if page_id is None:
       return UNKNOWN, None
     return self._call("I read its page.", "visit", page=page_id,
@@ -394,13 +455,13 @@ class OraclePolicy:
   def _single_turn(self, state: _State) -> str:
     """Search and visit for each step in turn; a visit ends a step (a
     search ends a lazy one)."""
-    task = self.knowledge.task(state.user)
+    plan = self.knowledge.plan(state.user)
     answers, current = [], []
     for name, text in state.results:
       current.append((name, text))
       lazy = len(answers) in state.lazy
       if name == "visit" or (lazy and name == "search"):
-        step = step_texts(task, answers)[len(answers)]
+        step = step_texts(plan, answers)[len(answers)]
         if name == "visit":
           answers.append(self.knowledge.answer(step, text) or UNKNOWN)
         else:
@@ -408,9 +469,9 @@ class OraclePolicy:
           answers.append((read_fact(*parsed, text) if parsed else None)
                          or UNKNOWN)
         current = []
-    if (len(answers) < len(task.sub_questions) and not state.answer_now
+    if (len(answers) < len(plan) and not state.answer_now
         and len(answers) != state.answer_after):
-      step = step_texts(task, answers)[len(answers)]
+      step = step_texts(plan, answers)[len(answers)]
       turn = self._research(step, current, False)
       if isinstance(turn, str):
         return turn

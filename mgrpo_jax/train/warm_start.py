@@ -22,20 +22,25 @@ import hashlib
 import json
 import pathlib
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import ml_collections
 
 from mgrpo_jax.agents.team import KINDS
-from mgrpo_jax.data.task import TaskSet
+from mgrpo_jax.agents.oracle import gold_steps
+from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.records import DataError
+from mgrpo_jax.data.task import Task, TaskSet
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.models.build import init_model
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.hf_checkpoint import save_hf_checkpoint
 from mgrpo_jax.models.tokenizer import Tokenizer
-from mgrpo_jax.agents import demonstrations
+from mgrpo_jax.agents import demo_file, demonstrations
 from mgrpo_jax.runtime.cache import cache_root, write_entry
 from mgrpo_jax.train import sft
+from mgrpo_jax.train.data import data_section, file_digest
+from mgrpo_jax.train.data import identity as data_identity
 from mgrpo_jax.train.learner import LearnerConfig
 from mgrpo_jax.agents import tiny_team as tiny
 
@@ -48,12 +53,62 @@ SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "sampler_dtype")
 # The fields of `learner.main` SFT's optimizer takes (sft.sft_learner_config
 # replaces the others with SFT's own).
 SFT_LEARNER_FIELDS = ("weight_decay", "clip_norm", "b1", "b2")
+# config.sft.demonstrations: who writes the demonstrations (or the path of
+# a file of conversations, agents/demo_file.py).
+ORACLE = "oracle"  # The synthetic world's oracle (agents/oracle.py).
+GOLD = "gold"  # What the data's records carry (oracle.gold_steps).
+DEMONSTRATIONS = (ORACLE, GOLD)
+
+
+def demonstration_source(config: ml_collections.ConfigDict) -> str:
+  """config.sft.demonstrations (the oracle for a config without it)."""
+  return config.sft.get("demonstrations", ORACLE)
+
+
+def check_demonstrations(config: ml_collections.ConfigDict,
+                         train: Sequence[Task],
+                         documents: Sequence[Document]) -> None:
+  """Before any compute: each train question the warm start demonstrates
+  (the first sft.questions) carries what config.sft.demonstrations needs,
+  else a DataError naming the question, the field and the way out."""
+  if not config.sft.steps:
+    return
+  source = demonstration_source(config)
+  if source not in DEMONSTRATIONS:  # A file: read and checked now.
+    from mgrpo_jax.train.team_build import agents_section  # pylint: disable=g-import-not-at-top
+    try:
+      demo_file.read_conversations(source, agents_section(config))
+    except DataError as e:
+      raise DataError(f"config.sft.demonstrations={source!r}: {e}") from None
+    return
+  pages = {d.doc_id: d.text for d in documents}
+  where = f"config.data.train={data_section(config)['train']!r}"
+  for task in train[:config.sft.questions]:
+    if source == ORACLE and not task.sub_questions:
+      raise DataError(
+          f"{where}: task {task.task_id!r} has no question_decomposition "
+          "(sub_questions); config.sft.demonstrations='oracle' plays each "
+          "question's decomposition: expected 'gold' (which also plays "
+          "from supporting pages), a file with decompositions, or "
+          "sft.steps=0.")
+    if source == GOLD:
+      try:
+        gold_steps(task, pages)
+      except ValueError as e:
+        raise DataError(f"{where}: {e}") from None
 
 
 def warm_start_key(config: ml_collections.ConfigDict) -> str:
   """Changes with anything the warm-started weights depend on."""
   sft_section = {k: v for k, v in config.sft.to_dict().items()
                  if k != "cache"}
+  # The oracle's demonstrations are what every entry before the field was
+  # keyed on: left out, those entries stay valid.
+  if sft_section.get("demonstrations") == ORACLE:
+    del sft_section["demonstrations"]
+  elif sft_section.get("demonstrations") not in (None, GOLD):
+    sft_section["demonstrations_sha256"] = file_digest(
+        sft_section["demonstrations"])
   # The oracle plays greedily: the rollouts' sampling settings do not
   # change its demonstrations.
   agents = {k: v for k, v in config.agents.to_dict().items()
@@ -75,19 +130,21 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
       # The tokenizer changes with the world and the protocol texts.
       "tokenizer": tiny.tokenizer_key(WorldConfig(**config.world.to_dict()),
                                       config.model.vocab_size),
-      "seed": config.seed, "version": VERSION}, sort_keys=True)
+      "seed": config.seed, "version": VERSION,
+      **data_identity(config)}, sort_keys=True)
   return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def sft_settings(config: ml_collections.ConfigDict,
-                 model_config: ModelConfig) -> LearnerConfig:
+                 model_config: ModelConfig,
+                 max_len: int | None = None) -> LearnerConfig:
   """The warm start's optimizer: the main agent's learner section with
   SFT's steps, batch and learning rate (sft.sft_learner_config)."""
   return sft.sft_learner_config(
       config.learner.main.to_dict(), steps=config.sft.steps,
       batch_size=config.sft.batch_size,
       learning_rate=config.sft.learning_rate,
-      max_len=model_config.max_position_embeddings)
+      max_len=max_len or model_config.max_position_embeddings)
 
 
 def warm_start_dir(config: ml_collections.ConfigDict) -> pathlib.Path:
@@ -97,7 +154,8 @@ def warm_start_dir(config: ml_collections.ConfigDict) -> pathlib.Path:
 def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
                  tokenizer: Tokenizer, model_config: ModelConfig,
                  agents: ml_collections.ConfigDict, *,
-                 log: Callable[[str], None] = print
+                 log: Callable[[str], None] = print,
+                 initial: Callable[[], Any] | None = None
                  ) -> tuple[pathlib.Path, dict[str, float]]:
   """(checkpoint directory, SFT figures): trained now, or found in the
   cache. `taskset` holds the train questions and corpus the oracle plays;
@@ -115,31 +173,49 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   # model that learned it (a kind's own protocol is the same: tools, report).
   agents = ml_collections.ConfigDict(agents.to_dict())
   agents.sub_kinds = ("sub",)
-  demos = demonstrations.demonstrations(taskset, tokenizer, layout=layout,
-                                noise=config.sft.noise,
-                                early_answer=config.sft.early_answer,
-                                lazy_report=config.sft.lazy_report,
-                                seed=config.seed,
-                                agents=agents)
+  source = demonstration_source(config)
+  if source in DEMONSTRATIONS:
+    knowledge = demonstrations.Knowledge(taskset, gold=source == GOLD)
+    demos = demonstrations.demonstrations(
+        taskset, tokenizer, layout=layout, noise=config.sft.noise,
+        early_answer=config.sft.early_answer,
+        lazy_report=config.sft.lazy_report, seed=config.seed, agents=agents,
+        knowledge=knowledge)
+    what = (f"{source} trajectories of {len(taskset.tasks)} questions"
+            + (f" ({knowledge.misses} sub-agent searches did not find their "
+               "supporting page: those reports say 'unknown')"
+               if knowledge.misses else ""))
+  else:
+    demos = demo_file.render(demo_file.read_conversations(source, agents),
+                             tokenizer, agents)
+    what = f"conversations of {source}"
   log(f"warm start: SFT of a {model_config.num_params / 1e6:.2f}M-parameter "
-      f"model on {len(demos)} oracle trajectories of {len(taskset.tasks)} "
-      f"questions, {config.sft.steps} steps")
+      f"model on {len(demos)} {what}, {config.sft.steps} steps")
 
   def progress(step: int, metrics: dict[str, float]) -> None:
     if (step + 1) % max(config.sft.steps // 10, 1) == 0:
       log(f"warm start: SFT step {step + 1}/{config.sft.steps}, loss "
           f"{metrics['loss']:.3f}, token accuracy {metrics['accuracy']:.3f}")
 
-  model = init_model(model_config, seed=config.seed)
+  model = (initial() if initial is not None
+           else init_model(model_config, seed=config.seed))
+  # Sequences as long as the agents' longest context (a pretrained model's
+  # positions reach further than any conversation).
+  longest = max(agents[name].context_tokens
+                for name in ("main", *agents.sub_kinds))
   model, losses = sft.warm_start(
       model, demos, steps=config.sft.steps,
       batch_size=config.sft.batch_size, seed=config.seed,
-      config=sft_settings(config, model_config), on_step=progress)
+      config=sft_settings(config, model_config,
+                          min(longest, model_config.max_position_embeddings)),
+      on_step=progress)
   figures = {"sft/steps": float(config.sft.steps),
              "sft/demonstrations": float(len(demos)),
              "sft/loss_first": float(losses[0]),
              "sft/loss_last": float(losses[-1]),
              "time/sft": time.perf_counter() - start}
+  if source == GOLD:
+    figures["sft/gold_misses"] = float(knowledge.misses)
   _save(model, tokenizer, figures, directory)
   return directory, {**figures, "sft/cached": 0.0}
 
