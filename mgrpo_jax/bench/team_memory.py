@@ -1,0 +1,163 @@
+"""A pretrained team's step time and peak memory, batch size by batch size.
+
+  python -m mgrpo_jax.bench.team_memory [--config=configs/smollm2.py]
+      [--sizes=4x4,8x4,8x8,16x8] [--steps=3] [--warmup=1]
+      [--limit_gib=24] [--json=runs/bench/team.json]
+
+For each B x K of --sizes (questions per step x rollouts per question), in
+order, one child process runs `bench.step.measure` on the config with that
+batch (the warm start comes from the keyed cache after the first) and
+reports the median step's seconds by phase (rollout, main update, sub
+update, the rest) and the process's peak resident memory. The sweep stops
+at the first size whose child dies (out of memory) or whose peak passes
+--limit_gib: the largest size before it is the largest that fits. Each size
+is its own process because peak memory (ru_maxrss) only ever grows.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+from typing import Sequence
+
+from absl import app
+from absl import flags
+
+from mgrpo_jax.bench.common import machine
+
+# Phases of bench.step reported per size: rollout, each agent's update
+# (its advantages, packing and learner), and the rest.
+UPDATES = {"main update": ("main advantages + pack", "main learner"),
+           "sub update": ("sub store read", "sub align + advantages + pack",
+                          "sub learner", "sub publish")}
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+  """"4x4,8x4" -> [(4, 4), (8, 4)]; ValueError naming a bad entry."""
+  sizes = []
+  for entry in filter(None, text.split(",")):
+    parts = entry.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+      raise ValueError(f"--sizes: {entry!r} is not BxK with B, K positive "
+                       "integers (e.g. 8x4).")
+    sizes.append((int(parts[0]), int(parts[1])))
+  if not sizes:
+    raise ValueError("--sizes is empty; expected e.g. 4x4,8x4.")
+  return sizes
+
+
+def summarise(measured: dict) -> dict:
+  """A child's bench.step result reduced to the figures this bench
+  reports."""
+  phases = measured["phases"]
+  out = {"step_seconds": measured["step_seconds"],
+         "rollout_seconds": phases["rollout"]}
+  for name, parts in UPDATES.items():
+    out[name.replace(" ", "_") + "_seconds"] = sum(phases.get(p, 0.0)
+                                                   for p in parts)
+  out["other_seconds"] = out["step_seconds"] - sum(
+      v for k, v in out.items() if k not in ("step_seconds",))
+  out["peak_host_gib"] = measured["memory"]["host_rss_mib"] / 1024
+  return out
+
+
+def _child(config_path: str, size: tuple[int, int], steps: int, warmup: int,
+           out: str) -> None:
+  from mgrpo_jax.bench import step  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.models.loading import enable_compilation_cache  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.runtime.config_checks import load_config_file  # pylint: disable=g-import-not-at-top
+  enable_compilation_cache()
+  config = load_config_file(config_path)
+  config.train.questions_per_step, config.train.group_size = size
+  for side in ("main", "sub"):  # Every conversation of the step live at
+    config.agents[side].rows = size[0] * size[1]  # once: the KV caches grow.
+  pathlib.Path(out).write_text(json.dumps(
+      step.measure(config, steps=steps, warmup=warmup)))
+
+
+def sweep(config_path: str, sizes: Sequence[tuple[int, int]], *, steps: int,
+          warmup: int, limit_gib: float, log=print) -> dict:
+  """The figures of each size that ran, and the largest that fits."""
+  rows, largest, stopped = [], None, ""
+  for b, k in sizes:
+    with tempfile.TemporaryDirectory(prefix="mgrpo_jax_team_memory_") as tmp:
+      out = pathlib.Path(tmp) / "step.json"
+      code = subprocess.call([sys.executable, "-m",
+                              "mgrpo_jax.bench.team_memory", "--child", f"--config={config_path}",
+                              f"--sizes={b}x{k}", f"--steps={steps}",
+                              f"--warmup={warmup}", f"--json={out}"])
+      if code != 0 or not out.is_file():
+        stopped = f"{b}x{k}: the child ended with exit code {code}"
+        break
+      row = {"B": b, "K": k, **summarise(json.loads(out.read_text()))}
+    rows.append(row)
+    log(f"{b}x{k}: step {row['step_seconds']:.1f} s, peak "
+        f"{row['peak_host_gib']:.1f} GiB")
+    if row["peak_host_gib"] > limit_gib:
+      stopped = f"{b}x{k}: peak {row['peak_host_gib']:.1f} GiB > {limit_gib}"
+      break
+    largest = f"{b}x{k}"
+  return {"sizes": rows, "largest_fitting": largest, "stopped": stopped,
+          "limit_gib": limit_gib}
+
+
+def table(results: dict) -> str:
+  lines = [f"{results['config']} step by batch ({results['machine']})",
+           "| B x K | step s | rollout s | main update s | sub update s | "
+           "other s | peak host GiB |", "|---|---|---|---|---|---|---|"]
+  for r in results["sizes"]:
+    lines.append(f"| {r['B']}x{r['K']} | {r['step_seconds']:.1f} | "
+                 f"{r['rollout_seconds']:.1f} | {r['main_update_seconds']:.1f}"
+                 f" | {r['sub_update_seconds']:.1f} | "
+                 f"{r['other_seconds']:.1f} | {r['peak_host_gib']:.1f} |")
+  lines.append(f"largest B x K within {results['limit_gib']} GiB: "
+               f"{results['largest_fitting']}"
+               + (f" (stopped at {results['stopped']})"
+                  if results["stopped"] else " (every size fits)"))
+  return "\n".join(lines)
+
+
+def _define_flags():
+  """The command line's flags, defined only when this module runs as a
+  program (so tests can import it beside other benchmarks' flags)."""
+  return (flags.DEFINE_string("config", "configs/smollm2.py",
+                              "Training config file."),
+          flags.DEFINE_string("sizes", "4x4,8x4,8x8,16x8",
+                              "B x K sizes to run, in order."),
+          flags.DEFINE_integer("steps", 3, "Steps per size."),
+          flags.DEFINE_integer("warmup", 1, "First steps left out."),
+          flags.DEFINE_float("limit_gib", 24.0, "Memory a size must stay "
+                             "within to fit (GiB)."),
+          flags.DEFINE_string("json", "runs/bench/team.json",
+                              "Where to write the results as JSON."),
+          flags.DEFINE_bool("child", False, "Internal: measure one size."))
+
+
+def main(argv):
+  del argv
+  config, sizes_flag, steps, warmup, limit, json_flag, child = _FLAGS
+  try:
+    sizes = parse_sizes(sizes_flag.value)
+  except ValueError as e:
+    raise app.UsageError(str(e))
+  if child.value:
+    _child(config.value, sizes[0], steps.value, warmup.value,
+           json_flag.value)
+    return
+  results = {"machine": machine(), "config": config.value,
+             "steps": steps.value, "warmup": warmup.value,
+             **sweep(config.value, sizes, steps=steps.value,
+                     warmup=warmup.value, limit_gib=limit.value)}
+  print(table(results))
+  path = pathlib.Path(json_flag.value)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(results, indent=1))
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  _FLAGS = _define_flags()
+  app.run(main)

@@ -1,0 +1,33 @@
+"""bench.team_memory: a team's step time and peak memory by batch size,
+each size in its own (real) child process."""
+
+import pytest
+from trainer_test_utils import CHILD_CONFIG, tiny_config
+
+from mgrpo_jax.bench import team_memory
+
+
+def test_sizes_parse_and_bad_ones_are_named():
+  assert team_memory.parse_sizes("4x4,8X2") == [(4, 4), (8, 2)]
+  for bad in ("4x", "0x4", "4*4", ""):
+    with pytest.raises(ValueError, match="--sizes"):
+      team_memory.parse_sizes(bad)
+
+
+@pytest.mark.slow  # A child process trains a tiny team (a minute).
+def test_a_sweep_measures_each_size_and_stops_past_the_limit(tmp_path):
+  config = tiny_config(tmp_path)
+  path = tmp_path / "tiny.py"
+  path.write_text(CHILD_CONFIG.format(text=config.to_json()))
+  out = team_memory.sweep(str(path), [(2, 2), (4, 2)], steps=2, warmup=0,
+                          limit_gib=0.01, log=lambda line: None)
+  [row] = out["sizes"]  # The first size passed 0.01 GiB: the sweep stopped.
+  assert (row["B"], row["K"]) == (2, 2)
+  assert row["peak_host_gib"] > 0.01 and out["largest_fitting"] is None
+  assert out["stopped"].startswith("2x2: peak")
+  parts = (row["rollout_seconds"] + row["main_update_seconds"]
+           + row["sub_update_seconds"] + row["other_seconds"])
+  assert parts == pytest.approx(row["step_seconds"], rel=1e-6)
+  assert row["rollout_seconds"] > 0 and row["sub_update_seconds"] > 0
+  table = team_memory.table({**out, "config": "tiny", "machine": "m"})
+  assert "| 2x2 |" in table and "largest B x K within 0.01 GiB: None" in table
