@@ -13,7 +13,7 @@ from mgrpo_jax import evaluate
 from mgrpo_jax.data.readers import DataError
 from mgrpo_jax.models import build, save_hf_checkpoint
 from mgrpo_jax.runtime.config_checks import ConfigError
-from web_test_utils import FakeWeb, html_page, json_reply
+from web_test_utils import kelto_web
 
 HOTPOT = [
     {"_id": "h1", "question": "Which river flows through the city where "
@@ -137,15 +137,9 @@ def test_the_web_backend_end_to_end_then_replayed(tiny_checkpoint, tmp_path,
   search whatever the random model writes after them; the tool result is
   the web's, the figures count it, and a replay from the cache with the
   web gone writes the same transcript."""
-  for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-    monkeypatch.delenv(name, raising=False)
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
   monkeypatch.setenv("MGRPO_SEARCH_API_KEY", "sk-secret")
-  web = FakeWeb({"/kelto": html_page("Kelto", "The Sorn flows through "
-                                     "Kelto.")})
-  web.routes["/search"] = json_reply({"organic": [
-      {"link": web.url("/kelto"), "title": "Kelto",
-       "snippet": "The Sorn flows through Kelto."}]})
+  web = kelto_web(monkeypatch)
   config = tiny_run_config()
   config.eval.rollouts = 1
   config.agents.temperature = 0.0

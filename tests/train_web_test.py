@@ -6,7 +6,7 @@ import json
 import pathlib
 
 from trainer_test_utils import by_step, tiny_config
-from web_test_utils import FakeWeb, html_page, json_reply
+from web_test_utils import kelto_web
 
 from mgrpo_jax.runtime.metrics import MetricsWriter
 from mgrpo_jax.train import trainer
@@ -24,15 +24,9 @@ def _questions(path: pathlib.Path, n: int) -> str:
 
 def test_a_run_against_the_web_replays_offline_exactly(tmp_path,
                                                        monkeypatch):
-  for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-    monkeypatch.delenv(name, raising=False)
   monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
   monkeypatch.setenv("MGRPO_SEARCH_API_KEY", "sk-test")
-  web = FakeWeb({"/kelto": html_page("Kelto", "The Sorn flows through "
-                                     "Kelto.")})
-  web.routes["/search"] = json_reply({"organic": [
-      {"link": web.url("/kelto"), "title": "Kelto",
-       "snippet": "The Sorn flows through Kelto."}]})
+  web = kelto_web(monkeypatch)
 
   def config(name):
     c = tiny_config(tmp_path / name, steps=1)

@@ -130,3 +130,16 @@ class FakeWeb:
 
   def __exit__(self, *exc) -> None:
     self.close()
+
+
+def kelto_web(monkeypatch) -> FakeWeb:
+  """A fake search API whose one result is the page "Kelto" (the Sorn flows
+  through it), with the proxies that would intercept 127.0.0.1 unset."""
+  for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+    monkeypatch.delenv(name, raising=False)
+  web = FakeWeb({"/kelto": html_page("Kelto", "The Sorn flows through "
+                                     "Kelto.")})
+  web.routes["/search"] = json_reply({"organic": [
+      {"link": web.url("/kelto"), "title": "Kelto",
+       "snippet": "The Sorn flows through Kelto."}]})
+  return web
