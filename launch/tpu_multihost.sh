@@ -27,7 +27,33 @@
 #                       EXTRAS=test on a machine without TPUs
 #           JAX_PLATFORMS  JAX's choice of devices (e.g. cpu)
 # Arguments go to python -m mgrpo_jax.main (e.g. --config.mesh.main.devices=8).
-# Prints the command it runs, then the run's own lines (README "Launching").
+# Prints the command it runs ("[mgrpo_jax] tpu_multihost: python -m
+# mgrpo_jax.main ... --role=main --distributed=off ..."), then the run's own
+# lines (README "Launching").
+#
+# Expects the VMs (gcloud compute tpus tpu-vm create NAME
+# --accelerator-type=v5litepod-8 --version=RUNTIME, the chip's TPU software
+# version, e.g. v2-alpha-tpuv5-lite for v5e), the repository at ~/mgrpo_jax
+# on every host, and a bucket both VMs' service account can read and write
+# (the store's gs:// backend uses gcsfs with the VM's default credentials).
+# RUN_DIR is each host's own (metrics of its role, checkpoints of the agents
+# it trains); a STORE_ROOT that is not gs:// is accepted with a warning
+# (every host must see it). DISTRIBUTED=auto and explicit make one role's
+# processes on several hosts one JAX distributed system
+# (mgrpo_jax/runtime/distributed.py); the trainer does not run a role over
+# several processes yet and stops with "error: --role=sub runs as process 0
+# of 4 (--distributed): the trainer runs each role as one process so far
+# ...", so today each role runs on one host.
+#
+# Tested (tests/launch_test.py, in the slow run: half a minute to a minute
+# on 2 cores): both roles on localhost, each a one-process JAX distributed
+# system (DISTRIBUTED=explicit), through a local store. Untested, for want
+# of TPUs, a bucket and several hosts: any run on a TPU, DISTRIBUTED=auto
+# (JAX's TPU detection) and explicit across real hosts (only localhost), a
+# gs:// store on real GCS between hosts (the store's gs:// backend is tested
+# against an emulator, tests/store_test.py), the gcloud commands, and two
+# roles as host groups of one TPU slice (JAX's detection sees the whole
+# slice, and splitting it needs libtpu's topology variables per group).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh

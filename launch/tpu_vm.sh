@@ -15,8 +15,20 @@
 #                       EXTRAS=test on a machine without TPUs
 #           JAX_PLATFORMS  JAX's choice of devices (e.g. cpu); unset: the
 #                       TPU where libtpu finds one, else the CPU
-# Arguments go to python -m mgrpo_jax.main. Prints the command it runs, then
-# the run's own lines (README "Launching").
+# Arguments go to python -m mgrpo_jax.main. Prints the command it runs
+# ("[mgrpo_jax] tpu_vm: python -m mgrpo_jax.main --config ... --role=all
+# --config.run_dir=..."), then the run's own lines (README "Launching");
+# outputs in RUN_DIR/all/metrics.jsonl, RUN_DIR/checkpoints, RUN_DIR/store.
+#
+# Expects the repository on the VM and Python 3.11 or 3.12 with pip and
+# venv; the tpu extra installs the libtpu that matches the jax installed.
+# Each agent's micro-batch must split over its mesh's data axis (4-way with
+# 4 chips each: --config.learner.main.micro_batch=4 and the same for sub).
+# Tested (tests/launch_test.py, in the slow run: about a minute on 2 cores):
+# a tiny one-step run on 8 CPU devices, 4 per agent (JAX_PLATFORMS=cpu
+# EXTRAS=test). Untested: any run on a TPU, and installing the tpu extra
+# (libtpu 0.0.42, which jax 0.10.2's extra asks for, is on PyPI; what pip
+# resolves on Python 3.12 was not checked).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh

@@ -16,9 +16,18 @@
 #                       "sub verifier" for configs/verifier.py)
 #           EXTRAS      setup.py extras installed (default none)
 #           JAX_PLATFORMS  JAX's choice of devices (e.g. cpu)
-# Arguments go to every process's python -m mgrpo_jax.main. Prints each
-# process's log file, then (when all are done) their summaries and where the
-# outputs are.
+# Arguments go to every process's python -m mgrpo_jax.main. Prints one line
+# per process ("--role=main (pid N), log RUN_DIR/logs/main.log"; each
+# process's output goes to its log) and where the store, metrics and
+# checkpoints are; when all finish, each role's summary ("main: done: 25
+# steps in ...") and the same paths. If a process exits non-zero it prints
+# the end of that log, stops the others (SIGTERM) and exits with that
+# process's code; Ctrl-C or SIGTERM stops them all (exit 130 / 143). The
+# same command again resumes from the checkpoints.
+#
+# Tested (tests/launch_test.py): it trains both roles 2 steps (the main side
+# samples with the weights the sub side published), stops the others when
+# one fails, and stops both on SIGINT.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh

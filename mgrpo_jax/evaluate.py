@@ -19,7 +19,10 @@ A progress bar counts finished rollouts. MODEL is a registered name, a
 checkpoint directory, a .gguf file (default: `config.model`), or a training
 run's Orbax checkpoints, `<run_dir>/checkpoints/main` (newest step) or
 `.../main/<step>`; the sub-agent then defaults to the same run's `sub` at
-the same step.
+the same step. With a training config it evaluates as the trainer does
+(greedy, one rollout per validation question; `--data synthetic:test`
+evaluates the test split instead, all of it unless `train.test_questions`
+names a number), through the trainer's own evaluator (train/evaluator.py).
 """
 
 from __future__ import annotations

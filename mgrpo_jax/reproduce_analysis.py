@@ -16,6 +16,11 @@ per-question test outcomes.
                question, the run's mean share of informative groups per
                agent and training accuracy, and each agent's KL to its warm
                start.
+The primary endpoint is `mgrpo − frozen_sub` (its sign test is two-sided).
+The report adds test accuracy at fixed sampled-token budgets
+(reproduce_report.py). Delegations per one-hop question and test accuracy
+by hop count at the warm start and at the end (`by_hops`) were added after
+the protocol's commit but before any result was read.
 
 Figures are fractions in the JSON and points (x 100) in the markdown.
 """

@@ -53,28 +53,89 @@ def test_agents_usage_snippet_runs(capsys):
                  "flows through Kelto.", "add needs the arguments ['a', 'b']."]
 
 
-def test_reproduction_tables_are_the_committed_results():
-  """README's reproduction figures are the committed results' tables,
-  verbatim, and each JSON is the run its table was written from."""
+RESULTS = README.parent / "launch" / "results"
+
+
+def _section(text: str, heading: str) -> str:
+  """The text under `heading` (`## ...` or `### ...`) up to the next
+  heading of its level or above."""
+  level = len(heading.split(" ", 1)[0])
+  body = text.split(heading + "\n", 1)[1]
+  return re.split(rf"\n#{{2,{level}}} ", body, maxsplit=1)[0]
+
+
+def _committed_tables() -> dict[pathlib.Path, str]:
+  """Every committed results table: the .md files under launch/results
+  that are a table (a reproduction's results.md, clean.md, ablations.md,
+  the pilot's pilot.md, ...)."""
+  return {path: path.read_text(encoding="utf-8")
+          for path in sorted(RESULTS.rglob("*.md"))
+          if path.read_text(encoding="utf-8").startswith("|")}
+
+
+def _quoted_tables(text: str) -> list[str]:
+  """The committed tables (paths under launch/results) whose header row
+  `text` quotes; each must be quoted whole, verbatim."""
+  quoted = []
+  for path, table in _committed_tables().items():
+    header = table.split("\n", 1)[0]
+    if header in text.split("\n"):
+      assert table.strip() in text, (
+          f"{path.relative_to(README.parent)} is quoted, but not verbatim")
+      quoted.append(path.relative_to(RESULTS).as_posix())
+  return quoted
+
+
+def test_every_quoted_results_table_is_the_committed_one():
+  """Wherever README, or a note under launch/results, quotes a committed
+  results table (its header row), it quotes the whole table verbatim."""
+  text = README.read_text(encoding="utf-8")
+  assert "reproduce/pilot/pilot.md" in _quoted_tables(text)
+  for note in sorted(RESULTS.rglob("*.md")):
+    if note not in _committed_tables():
+      _quoted_tables(note.read_text(encoding="utf-8"))
+
+
+def test_earlier_reproduction_tables_are_the_committed_results():
+  """The earlier run's notes (README links them) quote its committed
+  tables verbatim, link its curves, and each JSON is the run its table was
+  written from."""
   import json  # pylint: disable=g-import-not-at-top
   text = README.read_text(encoding="utf-8")
-  section = text.split("## Reproducing the paper's comparison", 1)[1]
-  section = section.split("\n## ", 1)[0]
-  # The earlier, underpowered run (README says so); the pre-registered
-  # suite's results will stand in launch/results/reproduce/ itself.
-  results = README.parent / "launch" / "results" / "reproduce" / "2026-12-04"
+  section = _section(text, "### The earlier, underpowered run (2026-12-04)")
+  results = RESULTS / "reproduce" / "2026-12-04"
+  assert "(launch/results/reproduce/2026-12-04/NOTES.md)" in section
+  notes = (results / "NOTES.md").read_text(encoding="utf-8")
+  assert sorted(_quoted_tables(notes)) == [
+      f"reproduce/2026-12-04/{stem}.md"
+      for stem in ("ablations", "clean", "results")]
   for stem in ("results", "ablations", "clean"):
     table = (results / f"{stem}.md").read_text(encoding="utf-8")
-    assert table.strip() in section, f"README lacks {stem}.md's table"
     summary = json.loads((results / f"{stem}.json").read_text())
     assert summary["table"] == table
-    assert f"launch/results/reproduce/2026-12-04/{stem}.png" in section
+    assert f"]({stem}.png)" in notes  # A link relative to NOTES.md.
     assert (results / f"{stem}.png").stat().st_size > 10_000
   main = json.loads((results / "results.json").read_text())
   arms = {(r["arm"], r["seed"]) for r in main["runs"]}
   assert len(arms) == 12 and {s for _, s in arms} == {0, 1, 2}
   for run in main["runs"]:
     assert len(run["curve"]) >= 3 and run["sampled_tokens"] > 0
+
+
+def test_relative_links_point_to_files():
+  """Every relative link of README and of the notes under launch/results
+  (the measurement logs and details README moved there) names a file."""
+  documents = [README] + sorted(RESULTS.rglob("*.md"))
+  broken = []
+  for document in documents:
+    text = document.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+      if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        continue
+      if not (document.parent / target.split("#", 1)[0]).exists():
+        broken.append(f"{document.relative_to(README.parent)}: {target}")
+  assert not broken, broken
+  assert "(launch/results/speed.md)" in README.read_text(encoding="utf-8")
 
 
 def test_the_pilot_table_and_protocol_are_the_committed_ones():

@@ -23,6 +23,8 @@ mistake (`MISTAKES`): a wrong entity in a delegated task, a wrong answer, or
 a malformed turn (unclosed tag, broken JSON, missing tags), from which it
 recovers by repeating the action on the controller's format error. Noise is
 drawn from an explicit seed, so the same seed gives the same demonstrations.
+configs/default.py sets `sft.noise` to 0: wrong names teach the tiny model
+that names are not copied.
 
 Early answers: with probability `early_answer` per multi-hop question, the
 main agent answers right after its first report (the single agent after its

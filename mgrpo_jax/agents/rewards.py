@@ -4,8 +4,10 @@
   sub:   R_S = sub_format_ok * (v_fmt + v_main * correct_M(k)
                                 + v_exp * expert_i)            per sub call
 
-`correct` is a normalised exact match (GAIA's rules) against any of the
-task's accepted answers; `correct_fn` swaps in another checker (an LLM
+`score_rollouts` turns a batch of finished rollouts into these rewards (the
+sub-agent's tied to its rollout's main outcome, with an optional expert
+score). `correct` is a normalised exact match (GAIA's rules) against any of
+the task's accepted answers; `correct_fn` swaps in another checker (an LLM
 judge). `expert_i` scores one sub-agent report: `RuleExpert` on tasks with a
 gold decomposition (synthetic world, MuSiQue), `ModelJudge` with a local
 model, or any object with the `Expert` interface.

@@ -1,8 +1,11 @@
 """Builds the agent team a config describes: multi-agent or single-agent.
 
   multi:   main agent -> one sub-agent per kind in `agents.sub_kinds`, each
-           behind its own delegation tool [+ reason, on the first kind's
-           model]; the kinds (`KINDS`):
+           behind its own delegation tool (a sub-agent conversation runs
+           the task and its final answer comes back as the report)
+           [+ reason(problem), one free-text turn of a reasoning agent
+           (`agents.reason_tool`), on the first kind's model]; the kinds
+           (`KINDS`):
              sub       delegate(task)  -> searches and reads, reports
              verifier  verify(claim)   -> checks a claim against the pages
   single:  one agent with search and visit itself (the single-agent GRPO
@@ -10,6 +13,19 @@
 
 Each agent gets its own `sampling.Engine` (its own cache rows and weights),
 so each can later receive its own trained weights (`load_weights`).
+
+In training each kind is its own model with its own learner
+(`learner.<kind>`), mesh (`mesh.<kind>`), tools (`agents.<kind>.tools`),
+D_max (`align.d_max` for `sub`, `align.<kind>_d_max` for the others), store
+channel (its part of each step record, `<kind>.*`, and its own published
+weights) and group-relative advantages; its reward is tied to the main
+agent's outcome like the searcher's. Both kinds start from the same warm
+start; the verifier shares the searcher's protocol (search, visit, report)
+and the oracle demonstrates the searcher only, so the tiny team calls
+`verify` only once RL finds it pays. An unknown kind, a kind without
+tools, two kinds on overlapping device ids and a `--role` that is not a
+kind of the config are refused before any compute (tests/sub_kinds_test.py,
+which also trains both kinds through the store with their own alignment).
 """
 
 from __future__ import annotations

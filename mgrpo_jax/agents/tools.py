@@ -8,8 +8,10 @@
 fetch); `LocalCorpus` is the offline one, `agents.web.WebBackend` the live
 one. A tool never raises on what an agent wrote: a bad page id or an empty
 query comes back as text the agent reads, and so does a `ToolError` a backend
-raises (a service that timed out, a binary page). Bad corpora (empty,
-duplicate ids) raise when the corpus is built.
+raises (a service that timed out, a binary page): `search_and_visit`
+returns its sentence as the tool result, while any other exception is a
+bug and is raised. Bad corpora (empty, duplicate ids) raise when the corpus
+is built. `visit`'s budget is `agents.visit_chars` in a run's config.
 """
 
 from __future__ import annotations

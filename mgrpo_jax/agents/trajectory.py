@@ -4,7 +4,9 @@ One rollout of question q (rollout index k) yields one main trajectory and
 d >= 0 sub-agent trajectories (one per delegation, in the order they were
 opened). Each trajectory holds the conversation's ids, a loss mask that is
 1 exactly on the ids that agent generated, and the log-probability the
-sampler gave each generated id (0 elsewhere). `turns` keeps the readable
+sampler gave each generated id (0 elsewhere), and its links: task id,
+question index, rollout index and sub index (-1 for the main trajectory),
+with the weight version that sampled it. `turns` keeps the readable
 transcript: what the agent wrote, what it asked for, and what came back.
 """
 

@@ -16,16 +16,31 @@ and answer format is the one Serper (google.serper.dev/search) speaks:
 q, count, results "web.results", url "url", snippet "description", key
 header "X-Subscription-Token"). A hit's doc_id is its URL; its score is
 1 / rank (services give no score). The key is read from the environment
-variable `key_env`, sent only to the search endpoint, and never written.
+variable `key_env`, sent only to the search endpoint, and never written;
+`key_prefix` serves APIs such as `Authorization: Bearer <key>`
+(`key_header="Authorization"`, `key_prefix="Bearer "`). An API that wants
+its key as a URL parameter is not supported (the key would land in the
+cache key and the files).
 
 Every answer (and every failure) is cached on disk (agents/web_cache.py,
 keyed by method, endpoint and parameters; default folder
 `$MGRPO_JAX_CACHE/web`); `replay=True` serves the cache only and never
 touches the network, so an evaluation replays offline exactly (failures
-included). Nothing the service or a page does crashes the agent: each
-failure raises `ToolError` (tools.py), whose sentence is the tool result,
-and is counted in `errors` by kind (ERROR_KINDS); `figures()` gives the
-counts as `tools/...` figures for metrics.json.
+included); a request the cache lacks becomes the tool result `Error: this
+search is not in the replay cache ...` (counted as `cache_miss`), and the
+endpoint must be the one the cache was made with. A live run asks again
+where the cache holds a transient failure (a timeout, 429, 5xx).
+
+Nothing the service or a page does crashes the agent: each failure raises
+`ToolError` (tools.py), whose sentence is the tool result, and is counted
+in `errors` by kind (ERROR_KINDS); `figures()` gives the counts as
+`tools/...` figures for metrics.json.
+
+`--corpus` is refused with the web backend. Every field of
+`config.tools.web` is commented in configs/evaluate.py;
+`check_tools_config` stops a run with a bad value (an unknown backend, a
+negative timeout, the web backend without an endpoint) before any model is
+loaded, naming the field, the value and what was expected.
 """
 
 from __future__ import annotations

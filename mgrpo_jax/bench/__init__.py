@@ -1,0 +1,20 @@
+"""Benchmarks (`bash launch/bench.sh` runs them all; README "Speed").
+
+  speed.py           sampler against HF and Tunix, train step against
+                     PyTorch
+  tunix_sampler.py   Tunix's sampler on SmolLM2, the third column of
+                     speed.py
+  train_step.py      the train step's side of speed.py
+  step.py            one M-GRPO step split by phase, compilations, peak
+                     memory
+  summary.py         every figure against its target, one table
+                     (bench.json)
+  decode_profile.py  where a decode step's time goes
+  train_profile.py   where a train step's time goes
+  rollouts.py        batched vs sequential rollouts
+                     (launch/bench_rollouts.sh)
+  sft_study.py       the tiny team's SFT warm start, measured
+  team_memory.py     a pretrained team's step time and peak memory by batch
+                     size (launch/bench_team.sh)
+  common.py          the machine's description for every benchmark
+"""

@@ -1,4 +1,4 @@
-"""Where a decode step's time goes: the README's speed profile.
+"""Where a decode step's time goes: the profile in launch/results/speed.md.
 
   python -m mgrpo_jax.bench.decode_profile [--batch=8] [--window=256]
 

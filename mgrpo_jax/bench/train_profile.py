@@ -1,4 +1,4 @@
-"""Where a training step's time goes: the README's train-step profile.
+"""Where a training step's time goes: the train-step profile in launch/results/speed.md.
 
   python -m mgrpo_jax.bench.train_profile [--batch=4] [--length=128]
       [--repeats=4]

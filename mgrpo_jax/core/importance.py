@@ -20,7 +20,19 @@ data). Modes (`OFF_POLICY`):
               masked tokens (sequence-level importance sampling, as in
               GSPO, Zheng et al. 2025), broadcast to its tokens.
 On-policy the weights are 1 up to the float32 gap between learner and
-sampler log-probs.
+sampler log-probs. "token" is the trainer's default (`learner.*.off_policy`,
+cap `learner.*.is_cap`).
+
+The authors' released code (MrlX) uses a FIFO queue as the store, with no
+policy versions and no importance correction; here staleness is explicit
+(every trajectory carries the sampler's log-probs and weight version
+through the store) and corrected. Samplers with bfloat16 weights
+(`agents.sampler_dtype="bfloat16"`) are another behaviour policy, off by
+rounding rather than by age: their log-probs differ from the float32
+learner's (on SmolLM2, mean ~0.02 and at most 0.09-0.17 on single tokens
+in the benchmark runs, launch/results/speed.md) and are
+corrected the same way, so the config check refuses `off_policy="none"`
+with them.
 """
 
 from __future__ import annotations

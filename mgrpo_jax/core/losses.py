@@ -14,6 +14,8 @@ stale data (core/importance.py): "none" anchors the ratio to them; "token"
 and "sequence" anchor it to `old_logp_BxT` (the proximal policy: the
 learner's weights before the update) and weight each token's loss by the
 truncated importance weight min(pi_old / pi_behav, cap).
+
+The loss computes in float32 whatever the input dtype.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@
 
 A file's format is detected from its extension and first record (see
 `detect_format`); `format=` overrides. Errors are `DataError`s that name the
-file, the line and the field.
+file, the line and the field. GAIA, WebWalkerQA and XBench need the live
+web (`--config.tools.backend=web`, agents/web.py); offline, give them a
+corpus (`load_corpus`, `--corpus pages.jsonl`: one `{"id", "title",
+"text"}` page per line).
 """
 
 from __future__ import annotations

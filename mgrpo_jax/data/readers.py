@@ -11,11 +11,12 @@ Files are read as given; nothing is downloaded. The JSON readers take JSON
 Lines, a JSON list of records, or one object holding that list under a key
 such as "data" (see `records`); numbers and booleans where text is expected
 are read as text (HotpotQA's integer `_id`s), and lists or objects given as
-JSON strings are parsed. `limit` keeps the first records only (and, for the
-corpus, only their paragraphs). Bad input (a missing or empty file, a line
-that is not JSON, a missing field, a value of the wrong type, a row that
-does not decrypt) raises `DataError`, whose message names the file, the
-line, record or row, the field, the value and what was expected.
+JSON strings (`context`, `paragraphs`, `Annotator Metadata`) are parsed.
+`limit` keeps the first records only (and, for the corpus, only their
+paragraphs). Bad input (a missing or empty file, a line that is not JSON, a
+missing field, a value of the wrong type, a row that does not decrypt)
+raises `DataError`, whose message names the file, the line, record or row,
+the field, the value and what was expected.
 """
 
 from __future__ import annotations

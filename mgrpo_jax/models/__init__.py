@@ -4,6 +4,17 @@
   model, tokenizer = load_model("smollm2-135m-instruct")   # or an HF directory
   text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
   logits_BxTxV = model(jnp.asarray([tokenizer.encode(text)]))
+
+  config.py           ModelConfig, read from / written to config.json
+  decoder.py          the decoder, KV cache, RoPE
+  sharding.py         the logical-axis -> mesh-axis rules table
+  build.py            models born sharded (init or from host arrays)
+  hf_checkpoint.py    Hugging Face safetensors read / write
+  gguf_checkpoint.py  llama GGUF read (dequantise, un-permute, tokenizer)
+  tokenizer.py        tokenizer + chat template (jinja2)
+  tiny.py             the tiny model family: a BPE trained on given text, a
+                      small Llama
+  loading.py          load_model(path or name), the converted-model cache
 """
 
 from mgrpo_jax.models.build import init_model

@@ -1,5 +1,9 @@
 """One Flax NNX decoder for the Llama / Qwen2 / Qwen3 family.
 
+The Llama family (SmolLM2), Qwen2/2.5 (q/k/v bias) and Qwen3 (q/k RMSNorm,
+free head width): GQA, RoPE with the checkpoint's own theta (and Llama-3
+scaling), tied or untied embeddings, float32 or bfloat16.
+
 Layer parameters are stacked along a leading L axis and applied with
 `jax.lax.scan`, so compile time does not grow with depth. Every parameter
 carries `logical_axes` metadata; `models/sharding.py` maps those names to mesh

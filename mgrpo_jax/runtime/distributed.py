@@ -16,12 +16,27 @@ role: the roles still meet only through the store), which
   * "explicit": `coordinator_address` (host:port of process 0, where it
     listens), `num_processes` and `process_id` (0 .. num_processes - 1),
     all three required, e.g. for several processes on one machine, GPU
-    hosts, or host groups JAX cannot detect.
+    hosts, or host groups JAX cannot detect; every process of the role
+    gives the same address, process 0 serves it.
+Once joined, `mgrpo_jax.main` prints `jax.distributed: process I of N: L of D
+devices local (<platform>)`. A process whose coordinator never answers is
+ended by JAX itself after 300 s (`DEADLINE_EXCEEDED ... RegisterTask`, exit
+134).
 
 On CPU the processes' collectives go through gloo (TCP), the default of
 `jax_cpu_collectives_implementation` in jax 0.10; `initialize` selects it
 where the setting is unset, so CPU processes can share a mesh (what the
-tests do on localhost).
+tests do on localhost: in tests/distributed_test.py two CPU processes
+joined by jax.distributed train a tiny model on one mesh spanning both,
+with the figures and weights of the same learner on two devices of one
+process, bit for bit in our runs). Untested: "auto" (JAX's TPU detection)
+and "explicit" across real hosts.
+
+The trainer does not run a role over several processes yet: train/side.py
+refuses it. Two CPU processes running `--role=all` over both (before the
+refusal existed) trained the warm start, then failed: the two agents'
+Orbax checkpoints saved at once under one barrier name, and the sub-agent
+weights' checksum read arrays held by the other process.
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ call `configure()` once, after absl parsed the flags. Then:
     errors only (their warnings are routine: "Using custom data
     configuration", "Given directory is read only").
 
+A training run thus prints one line for the world it built (nothing when
+the world is cached), the warm start's progress (or that it reused a cached
+one), a progress bar (on a terminal; a plain line every 10 steps
+otherwise), one line per evaluation (`step 5: eval/accuracy=...
+eval/format=... eval/sub_calls=...`) and a summary (steps, wall time, final
+accuracy, where the metrics and checkpoints are); tests/quiet_test.py
+counts the 9 lines a tiny run prints.
+
 Imports only the standard library, absl and tqdm (no JAX).
 """
 

@@ -29,7 +29,8 @@ and sub on disjoint slices of a two-process `--role=all`), or asking for
 more devices than the processes have together, is refused, naming the
 processes.
 
-Every problem is a `ConfigError` raised before any compute, naming the field,
+Every problem (more devices asked for than exist, overlapping ids without
+`share`) is a `ConfigError` raised before any compute, naming the field,
 its value and what was expected.
 """
 

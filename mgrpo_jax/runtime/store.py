@@ -35,7 +35,9 @@ files are corrupt raises StoreError naming the file: delete that step's
 directory and the main side writes it again.
 
 Each step has one writer (the main side) and each agent's weights one writer
-(that agent's learner); any number of readers.
+(that agent's learner); any number of readers. A store written by an
+incompatible config (the trainer's fingerprint: model, world, B, K, D_max,
+seed) is refused when it opens, naming the differing fields.
 
 gs:// needs `gcsfs` (Orbax reaches GCS directories through etils.epath and
 fsspec); step records use tensorstore's `gcs` key-value store. Both use the

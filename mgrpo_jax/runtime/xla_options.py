@@ -11,9 +11,10 @@ computation, only for gradients (the learner's update, SFT): `jax.jit(fn,
 compiler_options=training_options())`.
 
 `$MGRPO_JAX_CPU_MATMUL` chooses: `ynn` (the default) or `xla` (XLA's own
-emitter everywhere). Other backends (TPU, GPU) get no options. Where this
-jaxlib does not know the option (it is experimental and may be renamed),
-a one-time probe finds out and XLA's emitter is used.
+emitter everywhere); any other value is refused, naming the variable.
+Other backends (TPU, GPU) get no options. Where this jaxlib does not know
+the option (it is experimental and may be renamed), a one-time probe finds
+out and XLA's emitter is used.
 """
 
 from __future__ import annotations

@@ -2,7 +2,13 @@
 log-probs are from the float32 model's.
 
 A sampler that holds its weights in bfloat16 (`Engine(weights_dtype=...)`)
-samples from a slightly different policy than the float32 learner scores.
+samples from a slightly different policy than the float32 learner scores:
+under a float32 model each matmul rounds its input to bfloat16 and
+accumulates in float32, while norms, attention, the cache and sampling stay
+float32, so a decode step reads half the bytes. In training
+`agents.sampler_dtype="bfloat16"` gives every agent's sampler that option;
+the learners keep float32 and correct the gap as they correct stale data
+(`learner.*.off_policy`, which must then be "token" or "sequence").
 `logp_gap` measures that gap on generated tokens: each prompt + generation
 is scored by the model's own full forward (`Decoder.__call__`, as the
 learner scores), log_softmax(logits / T), and compared with the log-probs

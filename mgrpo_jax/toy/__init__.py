@@ -7,6 +7,18 @@ clipped loss, one optimizer per agent, no gradient between agents) on a task
 small enough to learn in seconds. It checks the math end to end; it is not a
 benchmark, and its tabular policies do not generalise to new questions.
 
+`configs/toy.py` trains it in about 10 s on a 2-core CPU: 64 questions that
+need 1-2 sub-agent hops, a tabular main policy choosing how many sub-agent
+calls to make and whether to answer in format, and a tabular sub-agent
+policy answering each hop. Greedy accuracy rises from 0 to about 1.0 within
+the 300 steps (0.97 to 1.0 in our runs); with the sub-agent frozen
+(`--config.mode=frozen_sub`) it stays near 0.06: the hierarchical credit is
+what lets the sub-agent learn from the main agent's outcome. Its fields:
+`toy.*` (the world), `mode` (`mgrpo` or `frozen_sub`), `train.*` (steps, B,
+K, `eval_every`), `learner.main` / `learner.sub` (learning rate, mu, clip,
+KL, aggregation), `advantage.*`, `align.*`, `reward.*`: the names of the
+LLM configs, as are its metrics (README "The toy task").
+
 The task. Question q needs h_q in [1, H] hops; hop i has a gold answer
 g[q, i] in [0, A); the question's answer is the last hop's.
   * Main agent (2 tokens): the number of sub-agent calls d in [0, C], then a
@@ -18,6 +30,10 @@ g[q, i] in [0, A); the question's answer is the last hop's.
     calls 0..h_q-1 are right and so is the last report.
 Shape letters: Q questions, B questions per step, K rollouts per question,
 R = B*K rollouts, C max calls, S = d_max slots, M = R*C flat sub slots.
+
+Self-contained (it imports only core/ and runtime/):
+  task.py    its world and policies
+  train.py   its M-GRPO step and run
 """
 
 from mgrpo_jax.toy.task import (ToyWorld, init_params, main_logp_Rx2,

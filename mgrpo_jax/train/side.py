@@ -3,7 +3,23 @@ store, checkpoints, models, learners and samplers, and the step's parts.
 
 `Side(config, role)` holds what the role needs: "all" both agents, "main"
 the rollouts and the main agent, "sub" the sub-agent's learner only (it
-reads steps from the store and publishes weights to it)."""
+reads steps from the store and publishes weights to it).
+
+Two processes (`--role=main` and `--role=sub`, one `--role=<kind>` per
+sub-agent kind) share nothing but `config.store.root`. `--role=sub` builds
+only the sub-agent's mesh, model and learner; `--role=main` builds the main
+learner and both samplers (the main side rolls out the whole team).
+Evaluation always uses the newest weights of every agent, so at an
+evaluation step the main side waits for the sub side's update of that
+step. A side waiting for the other logs a status line every 5 s and gives
+up after `config.store.timeout_s` with a message naming the step, the store
+and the fix; everything up to the last finished step stays saved, and
+starting the process again resumes. tests/roles_test.py starts both roles
+and checks that the sub side trains on exactly the main side's steps and
+that the main side samples with the very weights the sub side published; it
+runs with `bash launch/test_slow.sh`, as does one M-GRPO step of
+configs/smollm2.py (the two together took 209 s on the AMD EPYC named in
+README's Quickstart, 2026-12-03; neither is in the default run)."""
 
 from __future__ import annotations
 

@@ -10,13 +10,66 @@ One step (DESIGN.md "One training step"):
      [B, K, D_max], updates the sub-agent and publishes its weights;
   4. the samplers load the new weights (the sub-agent's from the store:
      those of step n with staleness "sync", of step n-1 with "one_step").
+The same step with every sub-agent kind of `config.agents.sub_kinds`:
+
+              data.batch(step) -> B questions, K rollouts each
+                        |
+     main side  agents.rollout: all B*K main conversations at once; each
+     (mesh      delegation opens a conversation of that tool's sub-agent kind
+      "main")   (delegate -> "sub", verify -> "verifier"); every kind's live
+                conversations are batched in its own sampler
+                        |
+                rewards (main: format + correctness; each kind: format + the
+                main outcome + expert); main advantages over K; main update
+                        |
+                store.write_step(step, {"sub.*": ..., "verifier.*": ...})
+                        |                                   (no gradient, only
+     each kind  store.read_step -> its own channel          records and weights
+     (its own   -> align to [B, K, D_max of the kind]        cross this line)
+      mesh,     -> advantages over its valid slots
+      process   -> update -> store.publish_weights(kind, step + 1)
+      optional)         |
+                samplers load each kind's weights (rollout.load_weights):
+                those of step n ("sync") or n - 1 ("one_step")
+
 No gradient crosses agents: each learner sees only its own model; the sides
 exchange only what the store carries. With `role="all"` both sides run in
 one process (each agent on its own mesh); `role="main"` and `role="sub"`
-run them as separate processes that share only the store's root.
+(one `role="<kind>"` per kind of `config.agents.sub_kinds`) run them as
+separate processes that share only the store's root (train/side.py).
+With `role="all"` the two sides run one after the other: "one_step"
+staleness there does not overlap anything, it only adds staleness (it pays
+off with two processes, where the sub side trains step n while the main
+side rolls out step n+1).
 
 Baselines (METHOD.md): `config.mode` "mgrpo" (both train), "frozen_sub"
 (only the main agent trains) and "single" (one agent with the tools).
+
+Checkpoints and resume. Each agent checkpoints under
+`<run_dir>/checkpoints/<agent>` (runtime/checkpoints.py: parameters,
+optimizer state, step, data position, PRNG key), and the run writes the
+model's architecture and tokenizer once to `<run_dir>/checkpoints/model`
+(train/trained.py). The same command again resumes from the newest step
+every agent saved, without repeating or skipping a step. The resumed run
+builds the warm start again (read from its cache; retrained identically
+with `sft.cache=False`): it is the frozen sub-agent of "frozen_sub" and the
+KL reference of beta > 0, which are restored, never re-initialised. The
+store keeps every sub-agent weight version a resume from a kept checkpoint
+can need (the run prunes after each checkpoint, keeping the
+`store.keep_weights` newest besides), so a run killed any number of steps
+after its last checkpoint resumes. A step's metrics are written before its
+checkpoint, so a run killed in between redoes that step on resume (same
+seed, same numbers) and appends its record again; readers keep the newest
+record of a step. Raising `train.steps` of a finished run continues it
+exactly. Every agent's step 0, the warm start training began from, is
+checkpointed and kept beside the newest `checkpoint.max_to_keep`, so the
+start of a run can be evaluated after it finished.
+tests/resume_test.py SIGKILLs runs 2 steps past their last checkpoint
+(M-GRPO with "one_step" and beta > 0 in the default test run; mgrpo sync
+and one_step, frozen_sub with beta > 0, single, and the extended run in
+`bash launch/test_slow.sh`), resumes them, and checks every logged figure
+of every step against an uninterrupted run with the same seed;
+tests/trainer_test.py does the same for a kill right after a checkpoint.
 """
 
 from __future__ import annotations
