@@ -1,4 +1,4 @@
-"""Where a training step's time goes: the train-step profile in launch/results/speed.md.
+"""Where a training step's time goes (launch/results/speed.md's profile).
 
   python -m mgrpo_jax.bench.train_profile [--batch=4] [--length=128]
       [--repeats=4]
