@@ -118,6 +118,24 @@ def from_training_config(config: ml_collections.ConfigDict, *,
   return out
 
 
+def run_data(config: ml_collections.ConfigDict, data: str,
+             data_format: str | None, corpus: str | None
+             ) -> tuple[str, str | None, str | None]:
+  """(data, format, corpus) to evaluate. A training config whose
+  validation split is a file (`config.data.validation`) evaluates that file
+  when --data is left at "synthetic", with the run's format and corpus
+  file unless given: what the run's eval/* measured. Anything else is
+  returned as given ("synthetic:validation" names the world's split)."""
+  if "train" not in config or "data" not in config or data != "synthetic":
+    return data, data_format, corpus
+  section = config.data
+  if section.validation == "synthetic":
+    return data, data_format, corpus
+  if corpus is None and section.corpus != "files":
+    corpus = section.corpus
+  return section.validation, data_format or section.format or None, corpus
+
+
 def _named_split(data: str) -> str | None:
   """The split a `synthetic:<split>` name gives (None for any other)."""
   name, _, split = str(data).partition(":")
@@ -203,6 +221,7 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
              progress: bool = True) -> dict[str, Any]:
   """Runs the evaluation described in the module docstring; returns metrics.
   A training config is evaluated as `from_training_config` says."""
+  data, data_format, corpus = run_data(config, data, data_format, corpus)
   named = _named_split(data)
   config = from_training_config(config, split=named or "validation")
   backend_name = check_tools_config(config)

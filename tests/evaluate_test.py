@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ from model_test_utils import tiny_config, tiny_tokenizer
 from mgrpo_jax import evaluate
 from mgrpo_jax.data.readers import DataError
 from mgrpo_jax.models import build, save_hf_checkpoint
-from mgrpo_jax.runtime.config_checks import ConfigError
+from mgrpo_jax.runtime.config_checks import ConfigError, load_config_file
 from web_test_utils import kelto_web
 
 HOTPOT = [
@@ -239,3 +240,24 @@ def test_smollm2_default_delegates_end_to_end(hotpot_file, tmp_path):
   assert sub_first["result"].startswith('<tool_response name="search">')
   assert sub_first["arguments"]["query"]
   assert "pass@1" in done.stdout
+
+
+def test_a_run_on_files_is_evaluated_on_its_own_validation_file():
+  """A training config whose splits are files: --data left at "synthetic"
+  evaluates its validation file, with its format and corpus file; a named
+  split or a file given is taken as given."""
+  config = load_config_file(str(pathlib.Path(__file__).resolve().parents[1]
+                                / "configs" / "default.py"))
+  assert evaluate.run_data(config, "synthetic", None, None) == (
+      "synthetic", None, None)
+  config.data.validation = "dev.jsonl"
+  config.data.format = "musique"
+  config.data.corpus = "pages.jsonl"
+  assert evaluate.run_data(config, "synthetic", None, None) == (
+      "dev.jsonl", "musique", "pages.jsonl")
+  assert evaluate.run_data(config, "synthetic", "qa", "mine.jsonl") == (
+      "dev.jsonl", "qa", "mine.jsonl")
+  for given in ("synthetic:validation", "other.jsonl"):
+    assert evaluate.run_data(config, given, None, None) == (given, None, None)
+  assert evaluate.run_data(tiny_run_config(), "synthetic", None, None) == (
+      "synthetic", None, None)  # An evaluation config has no data section.
