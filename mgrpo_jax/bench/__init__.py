@@ -16,5 +16,7 @@
   sft_study.py       the tiny team's SFT warm start, measured
   team_memory.py     a pretrained team's step time and peak memory by batch
                      size (launch/bench_team.sh)
+  team_runs.py       a pretrained team's test accuracy untrained, after
+                     the warm start and after M-GRPO, per data and seed
   common.py          the machine's description for every benchmark
 """
