@@ -76,6 +76,16 @@ def test_a_shared_corpus_file_replaces_the_files_pages(tmp_path, files):
   assert len(data.documents) == config.world.num_entities
 
 
+def test_a_corpus_file_the_reader_refuses_names_the_field(tmp_path, files):
+  pages = tmp_path / "pages.jsonl"
+  pages.write_text('{"id": "p1", "title": "A", "text": "a"}\n'
+                   '{"id": "p1", "title": "B", "text": "b"}\n')
+  config = _from_files(tmp_path, files, corpus=str(pages))
+  with pytest.raises(DataError, match=r"config.data.corpus='.*pages.jsonl': "
+                     r".*pages.jsonl, line 2: field 'id' repeats 'p1'"):
+    train_data.load_data(config)
+
+
 def test_one_id_for_two_pages_is_refused(tmp_path, files):
   config = _from_files(tmp_path, files)
   path = pathlib.Path(config.data.validation)
