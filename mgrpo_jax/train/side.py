@@ -18,8 +18,9 @@ starting the process again resumes. tests/roles_test.py starts both roles
 and checks that the sub side trains on exactly the main side's steps and
 that the main side samples with the very weights the sub side published; it
 runs with `bash launch/test_slow.sh`, as does one M-GRPO step of
-configs/smollm2.py (the two together took 209 s on the AMD EPYC named in
-README's Quickstart, 2026-12-03; neither is in the default run)."""
+configs/smollm2.py (the two together took 209 s on an AMD EPYC family 25
+model 17, 2026-12-03, before that step had a warm start; neither is in the
+default run)."""
 
 from __future__ import annotations
 
