@@ -14,7 +14,7 @@ from mgrpo_jax import evaluate
 from mgrpo_jax.data.readers import DataError
 from mgrpo_jax.models import build, save_hf_checkpoint
 from mgrpo_jax.runtime.config_checks import ConfigError, load_config_file
-from web_test_utils import kelto_web
+from web_test_utils import kelto_web, search_kelto
 
 HOTPOT = [
     {"_id": "h1", "question": "Which river flows through the city where "
@@ -144,15 +144,7 @@ def test_the_web_backend_end_to_end_then_replayed(tiny_checkpoint, tmp_path,
   config = tiny_run_config()
   config.eval.rollouts = 1
   config.agents.temperature = 0.0
-  config.agents.main.first_turn_prefix = (
-      '<tool_call>{"name": "delegate", "arguments": {"task": "Find the '
-      'river of Kelto."}}</tool_call>')
-  config.agents.sub.first_turn_prefix = (
-      '<tool_call>{"name": "search", "arguments": {"query": "Kelto '
-      'river"}}</tool_call>')
-  config.tools.backend = "web"
-  config.tools.web.endpoint = web.url("/search")
-  config.tools.web.min_interval_s = 0.0
+  search_kelto(config, web)
   gaia = gaia_file(tmp_path)
   with pytest.raises(ValueError, match="the web backend searches the web, "
                      "not a corpus"):

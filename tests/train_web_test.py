@@ -6,7 +6,7 @@ import json
 import pathlib
 
 from trainer_test_utils import by_step, tiny_config
-from web_test_utils import kelto_web
+from web_test_utils import kelto_web, search_kelto
 
 from mgrpo_jax.runtime.metrics import MetricsWriter
 from mgrpo_jax.train import trainer
@@ -34,15 +34,7 @@ def test_a_run_against_the_web_replays_offline_exactly(tmp_path,
     c.data.train = _questions(tmp_path / "train.jsonl", 4)
     c.data.validation = _questions(tmp_path / "validation.jsonl", 2)
     c.data.test = c.data.validation
-    c.agents.main.first_turn_prefix = (
-        '<tool_call>{"name": "delegate", "arguments": {"task": "Find the '
-        'river of Kelto."}}</tool_call>')
-    c.agents.sub.first_turn_prefix = (
-        '<tool_call>{"name": "search", "arguments": {"query": "Kelto '
-        'river"}}</tool_call>')
-    c.tools.backend = "web"
-    c.tools.web.endpoint = web.url("/search")
-    c.tools.web.min_interval_s = 0.0
+    search_kelto(c, web)
     return c
 
   live = config("live")

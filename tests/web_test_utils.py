@@ -143,3 +143,18 @@ def kelto_web(monkeypatch) -> FakeWeb:
       {"link": web.url("/kelto"), "title": "Kelto",
        "snippet": "The Sorn flows through Kelto."}]})
   return web
+
+
+def search_kelto(config, web: FakeWeb) -> None:
+  """Points `config` (an evaluation or training config) at `web` and seeds
+  both agents' first turns to delegate, then search, for Kelto's river (so
+  a random model's rollouts reach the web)."""
+  config.agents.main.first_turn_prefix = (
+      '<tool_call>{"name": "delegate", "arguments": {"task": "Find the '
+      'river of Kelto."}}</tool_call>')
+  config.agents.sub.first_turn_prefix = (
+      '<tool_call>{"name": "search", "arguments": {"query": "Kelto '
+      'river"}}</tool_call>')
+  config.tools.backend = "web"
+  config.tools.web.endpoint = web.url("/search")
+  config.tools.web.min_interval_s = 0.0
