@@ -34,10 +34,45 @@ where the cache holds a transient failure (a timeout, 429, 5xx).
 Nothing the service or a page does crashes the agent: each failure raises
 `ToolError` (tools.py), whose sentence is the tool result, and is counted
 in `errors` by kind (ERROR_KINDS); `figures()` gives the counts as
-`tools/...` figures for metrics.json.
+`tools/...` figures for metrics.json. The kinds, when each happens, and
+what the agent reads:
+
+  no_key        the key's variable is unset (a warning is logged at start):
+                "Error: web search is unavailable (no API key is set);
+                answer with what you have."
+  timeout       every try timed out: "Error: the search service timed out
+                (20 s a try) after 3 tries; try again or answer with what
+                you have."
+  rate_limited  HTTP 429 on every try: "Error: the search service was rate
+                limited (HTTP 429) after 3 tries; ..."
+  http_error    5xx on every try, or another status (404) at once: "Error:
+                the page https://... answered HTTP 404; try another result
+                or answer with what you have."
+  unreachable   connection refused or reset, unknown host, every try:
+                "Error: the page https://... could not be reached (...)
+                after 3 tries; ..."
+  bad_url       `visit` of something that is not an http(s) URL: "Error:
+                'file:///etc/passwd' is not a web page address; visit takes
+                a URL (http:// or https://) from a search result."
+  bad_json      the answer is not JSON, has no list at `results_path`, or
+                no `url_field`: "Error: the search service's answer was not
+                JSON with a list at 'organic'; ..."
+  binary_page   a page that is not text (PDF, image, ...): "Error: the page
+                https://... is not text (application/pdf); ..."
+  too_large     over `max_bytes`: a page is read cut (its title says so:
+                "# Title (first 2000000 bytes of a larger page)"), a search
+                answer is refused
+  empty_page    a page with no readable text: "Error: the page https://...
+                has no readable text; ..."
+  cache_miss    replay, and the cache lacks the request: "Error: this
+                search is not in the replay cache (replay never goes
+                online); ..."
+`tools/searches` and `tools/visits` count tool calls, `tools/cache_hits`
+answers from the cache, `tools/http_tries` network tries (retries
+included).
 
 `--corpus` is refused with the web backend. Every field of
-`config.tools.web` is commented in configs/evaluate.py;
+`config.tools.web` is commented in configs/tools.py;
 `check_tools_config` stops a run with a bad value (an unknown backend, a
 negative timeout, the web backend without an endpoint) before any model is
 loaded, naming the field, the value and what was expected.

@@ -17,7 +17,19 @@ what lets the sub-agent learn from the main agent's outcome. Its fields:
 `toy.*` (the world), `mode` (`mgrpo` or `frozen_sub`), `train.*` (steps, B,
 K, `eval_every`), `learner.main` / `learner.sub` (learning rate, mu, clip,
 KL, aggregation), `advantage.*`, `align.*`, `reward.*`: the names of the
-LLM configs, as are its metrics (README "The toy task").
+LLM configs, as are its metrics:
+  main/reward, main/accuracy, main/format  mean main reward, share of
+                          correct rollouts, share well-formed
+  sub/reward              mean reward over the sub-agent calls made
+  sub/calls_per_rollout   mean number of sub-agent calls per rollout (d)
+  align/valid_slots       share of the [R, D_max] aligned slots that are
+                          valid
+  */clip_fraction         share of tokens whose gradient the clip removed
+  */approx_kl             k3 estimate of KL(old policy, new policy) over the
+                          batch
+  eval/accuracy           accuracy of the argmax policies over all questions
+                          (eval/accuracy_start: at step 0)
+  time/seconds            wall time since training started
 
 The task. Question q needs h_q in [1, H] hops; hop i has a gold answer
 g[q, i] in [0, A); the question's answer is the last hop's.
