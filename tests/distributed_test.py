@@ -4,9 +4,6 @@ train a tiny model on one mesh over both, and match one process; meshes no
 process can build, and bad --distributed flags, are refused by name."""
 
 import json
-import os
-import pathlib
-import socket
 import subprocess
 import sys
 
@@ -16,47 +13,8 @@ import pytest
 import distributed_worker as worker
 from mgrpo_jax.runtime import distributed
 from mgrpo_jax.runtime.config_checks import ConfigError
+from processes_test_utils import TIMEOUT_S, child_env, run_pair
 from trainer_test_utils import CHILD_CONFIG, ROOT, tiny_config
-
-TIMEOUT_S = 300  # Each child process; they take seconds to a minute.
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def child_env(**extra) -> dict[str, str]:
-  """One CPU device per process (not the 8 of conftest.py)."""
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  return {**env, "JAX_PLATFORMS": "cpu", **extra}
-
-
-def run_pair(command, env, log_dir: pathlib.Path):
-  """`command(process_id, coordinator)` in two processes at once; returns
-  [(exit code, output)] by process id."""
-  coordinator = f"127.0.0.1:{free_port()}"
-  procs = []
-  for i in range(2):
-    log = open(log_dir / f"process_{i}.log", "w")
-    procs.append((subprocess.Popen(command(i, coordinator), cwd=ROOT, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT),
-                  log))
-  out = []
-  try:
-    for i, (proc, log) in enumerate(procs):
-      proc.wait(timeout=TIMEOUT_S)
-      log.close()
-      out.append((proc.returncode,
-                  (log_dir / f"process_{i}.log").read_text()))
-  finally:
-    for proc, log in procs:
-      if proc.poll() is None:
-        proc.kill()
-      log.close()
-  return out
-
 
 def test_two_processes_train_one_mesh_as_one_process_does(tmp_path):
   """The learner on a mesh of 2 devices, one in each process, gives the

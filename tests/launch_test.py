@@ -186,7 +186,7 @@ def test_tpu_multihost_runs_each_role_as_its_own_distributed_system(
   """Its local form: ROLE=main and ROLE=sub as two invocations, each role a
   jax.distributed system of one process (DISTRIBUTED=explicit, its own
   coordinator), meeting through a local STORE_ROOT."""
-  from distributed_test import free_port
+  from processes_test_utils import free_port
   config = _config_file(tmp_path)
   procs = {}
   for role in ("main", "sub"):

@@ -46,7 +46,7 @@ def test_two_processes_train_through_the_store(tmp_path):
   for step in (1, 2, 3):
     assert sub[step]["sub/sequences"] >= 0
     # Sync staleness: rollout n used the weights the sub side published
-    # after update n-1, bit for bit (the checksums are over float64 sums).
+    # after update n-1, bit for bit (the checksums sum the weights' bit patterns exactly).
     assert main[step]["weights/sub_step"] == step - 1
     if step > 1:
       assert main[step]["weights/sub_checksum"] == (

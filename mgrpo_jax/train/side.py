@@ -30,12 +30,12 @@ from typing import Any, Callable
 
 import jax
 import ml_collections
-import numpy as np
 
 from mgrpo_jax.agents.diagnostics import Grader
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
 from mgrpo_jax.runtime import checkpoints, meshes
+from mgrpo_jax.runtime.checksum import checksum
 from mgrpo_jax.runtime import store as store_lib
 from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.train import batches
@@ -47,13 +47,6 @@ from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
 from mgrpo_jax.train.warm_start import check_demonstrations
-
-
-def checksum(params: Any) -> float:
-  """Sum of |w| over every weight, in float64 on the host: the same weights
-  give the same number in any process."""
-  return float(sum(np.abs(np.asarray(x, np.float64)).sum()
-                   for x in jax.tree.leaves(params)))
 
 
 def rollout_step(controller, tasks, group_size, key, weights):
