@@ -103,6 +103,16 @@ def _abstract(tree: Any, name: str) -> Any:
   return jax.tree_util.tree_map_with_path(one, tree)
 
 
+def multiprocess_options(name: str) -> ocp.options.MultiprocessingOptions:
+  """Orbax's options for a manager that the processes of a role open
+  together: process 0 is the primary host (it alone lists, finalises and
+  deletes steps) and the manager's barriers carry `name`, so that two
+  managers saving at once (two agents' checkpoints, a checkpoint and a
+  weight publication) never meet at each other's barrier."""
+  return ocp.options.MultiprocessingOptions(
+      primary_host=0, barrier_sync_key_prefix=name.replace("/", "."))
+
+
 def _close_at_exit(checkpointer: AgentCheckpointer) -> None:
   """Closes `checkpointer` (finishing its save) when the interpreter exits.
 
@@ -166,7 +176,8 @@ class AgentCheckpointer:
     options = ocp.CheckpointManagerOptions(
         max_to_keep=None if preservation else max_to_keep, create=True,
         cleanup_tmp_directories=True, enable_async_checkpointing=True,
-        preservation_policy=preservation)
+        preservation_policy=preservation,
+        multiprocessing_options=multiprocess_options(f"checkpoint.{agent}"))
     self._manager = ocp.CheckpointManager(self.directory, options=options)
     self._closed = False
     _close_at_exit(self)

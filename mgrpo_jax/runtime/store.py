@@ -58,6 +58,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 
+from mgrpo_jax.runtime.checkpoints import multiprocess_options
 from mgrpo_jax.runtime.store_codec import (CORRUPT, FINGERPRINT,
                                            check_fingerprint, decode_arrays,
                                            decode_json, encode_arrays,
@@ -223,7 +224,9 @@ class Store:
           self._weights_dir(agent),
           options=ocp.CheckpointManagerOptions(
               max_to_keep=self._keep_weights, create=True,
-              enable_async_checkpointing=False))
+              enable_async_checkpointing=False,
+              multiprocessing_options=multiprocess_options(
+                  f"store.publish.{agent}")))
       self._weight_writers[agent] = writer
     return writer
 
@@ -280,7 +283,9 @@ class Store:
       reader = ocp.CheckpointManager(
           directory, item_handlers=ocp.PyTreeCheckpointHandler(),
           options=ocp.CheckpointManagerOptions(
-              read_only=True, create=False, save_interval_steps=0))
+              read_only=True, create=False, save_interval_steps=0,
+              multiprocessing_options=multiprocess_options(
+                  f"store.read.{agent}")))
       self._weight_readers[agent] = reader
     else:
       reader.reload()
