@@ -152,3 +152,13 @@ def test_persistent_cache_loads_are_counted_apart_from_compilations():
     assert metrics.cache_loads() == loads + 1
   finally:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
+
+
+def test_silent_writes_nothing(tmp_path):
+  """What a role's processes other than the first hold (trainer.py)."""
+  from mgrpo_jax.runtime.metrics import Silent  # pylint: disable=g-import-not-at-top
+  silent = Silent()
+  silent.write(3, {"main/loss": 1.0})
+  silent.update(3, {"main/loss": 1.0})
+  silent.close()
+  assert not list(tmp_path.iterdir())

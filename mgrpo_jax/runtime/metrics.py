@@ -398,6 +398,22 @@ def _format_value(value: Any) -> str:
   return str(value)
 
 
+class Silent:
+  """A MetricsWriter and ProgressBar that writes nothing: what the processes
+  of a role other than its first (runtime/processes.py) hold, so that one
+  process writes the role's metrics and progress."""
+
+  def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+    del step, metrics
+
+  def update(self, step: int, metrics: Mapping[str, Any] | None = None
+             ) -> None:
+    del step, metrics
+
+  def close(self) -> None:
+    pass
+
+
 class ProgressBar:
   """Training progress: step / total, ETA and a few metrics.
 

@@ -34,7 +34,7 @@ import ml_collections
 from mgrpo_jax.agents.diagnostics import Grader
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
-from mgrpo_jax.runtime import checkpoints, meshes
+from mgrpo_jax.runtime import checkpoints, meshes, processes
 from mgrpo_jax.runtime.checksum import checksum
 from mgrpo_jax.runtime import store as store_lib
 from mgrpo_jax.runtime.config_checks import ConfigError
@@ -153,22 +153,26 @@ class Side:
     self.data = load_data(config)
     check_demonstrations(config, self.data.train, self.data.documents)
     run_dir = absolute(config.run_dir)
+    root = (absolute(config.store.root) if config.store.root
+            else f"{run_dir}/store")
+    # The processes of a role run one command: the same config and store.
+    processes.agree("the config's fingerprint", fingerprint(config))
+    processes.agree("the store's root", root)
     # Every weight version is kept until a checkpoint makes it unneeded
     # (`prune_weights` after each save).
-    self.store = store_lib.open_store(absolute(config.store.root)
-                                      if config.store.root
-                                      else f"{run_dir}/store",
-                                      fingerprint=fingerprint(config),
+    self.store = store_lib.open_store(root, fingerprint=fingerprint(config),
                                       keep_weights=None)
     self.ckpt = {name: checkpoints.AgentCheckpointer(
         f"{run_dir}/checkpoints", name,
         max_to_keep=config.checkpoint.max_to_keep,
         save_every=config.checkpoint.every, keep_steps=(0,))
         for name in self.trained}
-    self.resume_step = self._common_step()
+    # One resume decision for every process of the role: process 0's.
+    self.resume_step = processes.broadcast("resume step", self._common_step())
     self.tok, models, self.sft_metrics = build_models(
         config, self.meshes, self.data, built, log=log)
-    if self.ckpt:  # Lets evaluate --checkpoint rebuild the trained model.
+    if self.ckpt and processes.primary():  # Lets evaluate --checkpoint
+      # rebuild the trained model.
       from mgrpo_jax.train.trained import write_model_card
       write_model_card(f"{run_dir}/checkpoints",
                        next(iter(models.values())).config, self.tok)
@@ -395,8 +399,9 @@ class Side:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
                           prefix="test", weights=self.weights,
                           outcomes=outcomes["test"]))
-    write_outcomes(f"{absolute(self.config.run_dir)}/{self.role}", step,
-                   outcomes)
+    if processes.primary():
+      write_outcomes(f"{absolute(self.config.run_dir)}/{self.role}", step,
+                     outcomes)
     for kind, (version, _) in self.sub_weights.items():
       out[f"eval/{kind}_version"] = float(version)
     return out

@@ -80,7 +80,8 @@ from typing import Callable
 import jax
 import ml_collections
 
-from mgrpo_jax.runtime.metrics import (MetricsWriter, ProgressBar,
+from mgrpo_jax.runtime import processes
+from mgrpo_jax.runtime.metrics import (MetricsWriter, ProgressBar, Silent,
                                        cache_loads, compilations,
                                        count_compilations, eval_line)
 from mgrpo_jax.train.run_checks import check_run_config
@@ -101,10 +102,14 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   """Trains for `config.train.steps` steps (resuming from checkpoints);
   returns the last logged metrics."""
   count_compilations()
+  # One process of a role writes its metrics, progress and log lines.
+  primary = processes.primary()
+  log = log if primary else lambda _: None
   side = Side(config, role, log)
   c = config.train
   key = jax.random.key(config.seed)
-  writer = MetricsWriter(f"{absolute(config.run_dir)}/{role}")
+  writer = (MetricsWriter(f"{absolute(config.run_dir)}/{role}") if primary
+            else Silent())
   last: dict[str, float] = {}
   if side.start_step == 0 and side.sft_metrics:
     writer.write(0, side.sft_metrics)
@@ -114,7 +119,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
     side.sync_main()
   if side.start_step == 0:
     side.save_start(key)
-  bar = ProgressBar(c.steps, side.start_step)
+  bar = ProgressBar(c.steps, side.start_step) if primary else Silent()
   try:
     if side.samples and side.start_step == 0:
       metrics = side.evaluate(0)
