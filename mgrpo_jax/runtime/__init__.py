@@ -4,6 +4,9 @@ buckets. A leaf package: it imports nothing else of mgrpo_jax.
 
   meshes.py          one disjoint device mesh per agent
   distributed.py     jax.distributed: one role's mesh over several processes
+  processes.py       a role's processes: process 0 writes; barriers,
+                     broadcasts, agreements (named timeouts)
+  checksum.py        weights' checksum, exact on any layout
   store.py           shared store (directory or gs://): step records, Orbax
                      weights
   store_files.py     the store's local and gs:// file backends (atomic
