@@ -153,7 +153,19 @@ class Learner:
                       f"learner.{name}.micro_batch")
     self._logp = jax.jit(self._logp_all_fn)
     self._update = jax.jit(self._update_fn, donate_argnums=(0, 1),
-                           compiler_options=training_options())
+                           compiler_options=training_options(),
+                           out_shardings=self._update_out_shardings())
+
+  def _update_out_shardings(self):
+    """Parameters and optimizer state stay where they are; the figures
+    come back replicated, so every process of a mesh over several reads
+    them from its own devices (None: no mesh, jit decides)."""
+    if self.mesh is None:
+      return None
+    keep = lambda tree: jax.tree.map(lambda x: x.sharding, tree)
+    replicated = NamedSharding(self.mesh, PartitionSpec())
+    return (keep(self.params), keep(self.opt_state), replicated, replicated,
+            replicated)
 
   def _init_opt_state(self):
     """Optimizer state next to the parameters: Adam's moments take each
