@@ -151,3 +151,21 @@ def test_the_pilot_table_and_protocol_are_the_committed_ones():
   for name, f in figures.items():  # The table is the JSON's.
     assert f"| {name} | {f['train_accuracy']:.3f} | " in section
   assert "(launch/results/reproduce/PROTOCOL.md)" in section
+
+
+def test_every_metric_of_the_readme_table_is_documented_in_the_code():
+  """README's table of logged metrics and runtime.metrics.METRICS_DOC
+  (what `mgrpo_jax.plot` reads) name the same metrics: each README name,
+  with `<agent>` read as main and sub, has its entry."""
+  import re  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.runtime.metrics import METRICS_DOC  # pylint: disable=g-import-not-at-top
+  text = README.read_text(encoding="utf-8")
+  table = text.split("Logged per step to `<run_dir>/<role>/metrics.jsonl`",
+                     1)[1].split("\n\n", 2)[1]
+  names = set()
+  for name in re.findall(r"`([a-z_<>]+/[a-z_<>0-9/]+)`", table):
+    names |= ({name.replace("<agent>", a) for a in ("main", "sub")}
+              if name.startswith("<agent>/") else {name})
+  assert len(names) > 60
+  missing = sorted(names - set(METRICS_DOC))
+  assert not missing, f"README metrics without a METRICS_DOC entry: {missing}"

@@ -169,6 +169,50 @@ METRICS_DOC: dict[str, str] = {
                         "retries included (0 in a replay).",
     "tools/errors/<kind>": "With the web backend: failed calls of each kind "
                            "so far (agents/web.py ERROR_KINDS), 0 included.",
+    "main/pg_loss": "The policy-gradient part of the main agent's loss.",
+    "sub/pg_loss": "The same for the sub-agent.",
+    "main/ratio_mean": "Mean probability ratio of the main agent's trained "
+                       "tokens (1 with mu = 1 and off_policy token or "
+                       "sequence; to the behaviour policy with 'none').",
+    "sub/ratio_mean": "The same for the sub-agent.",
+    "main/tokens": "Tokens the main agent's update trained on.",
+    "sub/tokens": "The same for the sub-agent.",
+    "main/sequences": "Valid sequences in the main agent's update.",
+    "sub/sequences": "The same for the sub-agent.",
+    "align/calls_per_rollout": "Sub-agent calls per rollout as the sub side "
+                               "read them from the store.",
+    "align/valid_slots": "Share of the [B, K, D_max] aligned slots holding "
+                         "a trajectory.",
+    "align/dropped_calls": "Sub-agent calls beyond D_max left out of the "
+                           "aligned batch.",
+    "eval/format": "Share of greedy validation answers that are "
+                   "well-formed.",
+    "eval/sub_calls": "Sub-agent calls per greedy validation question.",
+    "eval/sub_gradeable": "Share of greedy delegations whose report can be "
+                          "graded (a one-hop question of the world, or a "
+                          "gold sub-question).",
+    "eval/main_delegations_hop<h>": "The planner's delegations per "
+                                    "validation question of h hops.",
+    "eval/sampled_format": "With train.eval_samples > 0: the format rate "
+                           "of the sampled validation rollouts.",
+    "rollout/tokens_per_second": "Generated tokens per second of the "
+                                 "step's rollout phase.",
+    "weights/sub_step": "The published sub-agent weight version the step's "
+                        "rollouts sampled with.",
+    "weights/sub_checksum": "Checksum of those weights (runtime/checksum.py: "
+                            "equal means the very same weights).",
+    "weights/published_checksum": "Checksum of the sub-agent weights the "
+                                  "sub side published after its update.",
+    "time/sft": "Seconds the warm start's SFT took when it was built (a "
+                "cached warm start reports its build's).",
+    "sft/steps": "The warm start's SFT steps.",
+    "sft/demonstrations": "Demonstration trajectories the warm start "
+                          "trained on.",
+    "sft/loss_first": "SFT loss at the warm start's first step.",
+    "sft/loss_last": "SFT loss at its last step.",
+    "sft/cached": "1 when the warm start was read from the cache.",
+    "sft/gold_misses": "With sft.demonstrations='gold': demonstration "
+                       "searches that missed their step's supporting page.",
 }
 
 
