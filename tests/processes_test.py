@@ -21,6 +21,7 @@ def test_one_process_returns_at_once():
   processes.barrier("one")
   assert processes.broadcast("resume", {"step": 3}) == {"step": 3}
   assert processes.agree("fingerprint", [1, 2]) == [1, 2]
+  assert processes.gather("rows", 7) == [7]
 
 
 def _run(tmp_path, count: int, mode: str):
@@ -44,6 +45,7 @@ def test_processes_share_decisions_and_name_disagreements(tmp_path):
     # A name called in a loop: the n-th call meets the n-th.
     assert result["polls"] == [[n, 0] for n in range(3)]
     assert result["agreed"] == {"seed": 0, "b": [1, 2]}
+    assert result["gathered"] == [3, 13]
     assert result["mismatch"] == (
         "the role's processes disagree on store root: process 0: "
         "\"/tmp/store0\"; process 1: \"/tmp/store1\". Every process of a "

@@ -4,8 +4,8 @@
 
 joins the JAX distributed system at COORDINATOR and, with MODE "agree",
 meets the others at a barrier, receives process 0's broadcasts (one name
-called in a loop, too), agrees on a value every process holds and fails
-to agree on one each holds differently; with MODE "die", the last process
+called in a loop, too), gathers every process's value, agrees on a value
+every process holds and fails to agree on one each holds differently; with MODE "die", the last process
 exits without a word and the others wait for it at a barrier with a 5 s
 timeout. Writes OUT/process_<id>.json: what each call returned or raised.
 """
@@ -38,6 +38,7 @@ def main(coordinator: str, processes: str, process_id: str, out: str,
     result["resume"] = procs.broadcast("resume_step", 100 + me)
     result["polls"] = [procs.broadcast("poll", [n, me]) for n in range(3)]
     result["agreed"] = procs.agree("fingerprint", {"seed": 0, "b": [1, 2]})
+    result["gathered"] = procs.gather("longest row", 10 * me + 3)
     try:
       procs.agree("store root", f"/tmp/store{me}")
       result["mismatch"] = None

@@ -16,6 +16,8 @@ and wait for each other forever. This module is that one place:
   broadcast(name, v)   process 0's JSON value `v`, returned in every process
                        (a decision taken once: the resume step, a store poll's
                        answer);
+  gather(name, v)      every process's JSON value `v`, in every process
+                       (per-process figures, a length to agree on);
   agree(name, v)       checks that every process holds the same JSON value
                        (the config's fingerprint, the store's root) and
                        returns it; a ProcessMismatch names the processes
@@ -143,23 +145,37 @@ def broadcast(name: str, value: Any = None,
   return json.loads(text)
 
 
+def _exchange(name: str, value: Any, timeout_s: float) -> list[str]:
+  """Every process's `value` as JSON text, by process index."""
+  client, key = _client(), _key(name)
+  client.key_value_set(f"{key}/{index()}", json.dumps(value, sort_keys=True))
+  texts = []
+  for process in range(count()):
+    try:
+      texts.append(client.blocking_key_value_get(f"{key}/{process}",
+                                                 int(timeout_s * 1000)))
+    except Exception as e:  # pylint: disable=broad-except
+      raise _timeout(f"{name!r} of process {process}", timeout_s,
+                     [process]) from e
+  return texts
+
+
+def gather(name: str, value: Any,
+           timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
+  """Every process's `value` (JSON), by process index, in every process
+  (e.g. each process's figures, or its batch's longest row)."""
+  if count() == 1:
+    return [value]
+  return [json.loads(text) for text in _exchange(name, value, timeout_s)]
+
+
 def agree(name: str, value: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
   """`value` (JSON) when every process holds the same; a ProcessMismatch
   naming the processes that differ from process 0, and their values,
   otherwise (raised in every process)."""
   if count() == 1:
     return value
-  client, key = _client(), _key(name)
-  mine = json.dumps(value, sort_keys=True)
-  client.key_value_set(f"{key}/{index()}", mine)
-  values = {}
-  for process in range(count()):
-    try:
-      values[process] = client.blocking_key_value_get(
-          f"{key}/{process}", int(timeout_s * 1000))
-    except Exception as e:  # pylint: disable=broad-except
-      raise _timeout(f"{name!r} of process {process}", timeout_s,
-                     [process]) from e
+  values = dict(enumerate(_exchange(name, value, timeout_s)))
   differ = [p for p, v in values.items() if v != values[0]]
   if differ:
     shown = "; ".join(f"process {p}: {values[p][:200]}" for p in [0, *differ])
