@@ -123,3 +123,18 @@ def test_share_must_be_a_bool():
   with pytest.raises(ConfigError, match="config.mesh.share='yes': expected "
                      "True or False"):
     meshes.agent_meshes(c)
+
+
+def test_sampler_mesh_is_this_process_s_devices_of_the_agent_s_mesh():
+  four = jax.make_mesh((2, 2), ("fsdp", "tp"), devices=jax.devices()[:4])
+  assert meshes.sampler_mesh(four) is four  # One process, every device.
+  one = meshes.sampler_mesh(four, 1)
+  assert one.devices.size == 1 and dict(one.shape) == {"fsdp": 1, "tp": 1}
+  two = meshes.sampler_mesh(four, 2)  # tp 2 kept: it divides 2.
+  assert dict(two.shape) == {"fsdp": 1, "tp": 2}
+  assert list(two.devices.flat) == list(four.devices.flat)[:2]
+  three = meshes.sampler_mesh(four, 3)  # 3 is not a multiple of tp 2.
+  assert dict(three.shape) == {"fsdp": 3, "tp": 1}
+  with pytest.raises(ConfigError, match=r"sampler devices=5: expected an "
+                      r"integer in 0 \.\. 4"):
+    meshes.sampler_mesh(four, 5)

@@ -66,3 +66,19 @@ def test_model_from_arrays_names_the_bad_tensor():
     build.model_from_arrays(CONFIG, arrays)
   except ValueError as e:
     assert "missing ['wk']" in str(e)
+
+
+def test_place_state_reshards_onto_another_mesh_by_the_rules():
+  """A learner's weights on a 2 x 4 mesh, placed on a sampler's 2 x 1
+  mesh: the same values, sharded by the rules for the new mesh."""
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  model = build.init_model(CONFIG, mesh=mesh((2, 4)))
+  state = nnx.split(model)[1]
+  small = mesh((2, 1))
+  placed = sharding.place_state(state, small)
+  for (path, before), (_, after) in zip(nnx.to_flat_state(state),
+                                        nnx.to_flat_state(placed)):
+    np.testing.assert_array_equal(np.asarray(after[...]),
+                                  np.asarray(before[...]), err_msg=str(path))
+    assert after[...].sharding.mesh.devices.size == 2
+  assert placed["wq"][...].sharding.spec == P(None, "fsdp", "tp")  # tp: 1.

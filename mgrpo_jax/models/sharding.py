@@ -64,3 +64,18 @@ def state_shardings(abstract_state: nnx.State, mesh: Mesh,
 
   return jax.tree.map(one, abstract_state,
                       is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def place_state(state: nnx.State, mesh: Mesh,
+                rules: Mapping[str, str | None] = RULES) -> nnx.State:
+  """`state`'s values on `mesh`, each variable sharded by `rules`, wherever
+  they are now: another mesh of this process (a copy, resharded), or a
+  mesh over several processes whose other processes hold some of the
+  shards (gathered to every process first: `mesh` is then this process's
+  own, e.g. the devices its sampler runs on)."""
+  leaves = jax.tree.leaves(state)
+  if not all(getattr(x, "is_fully_addressable", True) for x in leaves):
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    state = multihost_utils.process_allgather(state, tiled=True)
+  shardings = state_shardings(state, mesh, rules)
+  return jax.device_put(state, shardings)

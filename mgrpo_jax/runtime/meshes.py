@@ -294,6 +294,26 @@ def _check_processes(chosen: Sequence[Any], devices: Sequence[Any],
       "role (--role) with its own processes.")
 
 
+def sampler_mesh(mesh: Mesh, devices: int = 0) -> Mesh:
+  """The mesh an agent's sampler runs on: this process's devices of the
+  agent's `mesh` (the first `devices` of them; 0: all). With one process
+  and every device this is `mesh` itself; otherwise a mesh of the same axes
+  with its tensor-parallel size kept where it divides the device count, the
+  rest on "fsdp". Each process samples on its own devices, so rollouts
+  split over the processes never wait for each other."""
+  mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  if isinstance(devices, bool) or not isinstance(devices, int) or not (
+      0 <= devices <= len(mine)):
+    raise ConfigError(f"sampler devices={devices!r}: expected an integer in "
+                      f"0 .. {len(mine)} (this process's devices of the "
+                      "agent's mesh; 0 = all).")
+  chosen = mine[:devices] if devices else mine
+  if len(chosen) == mesh.devices.size:
+    return mesh
+  tp = mesh.shape["tp"] if len(chosen) % mesh.shape["tp"] == 0 else 1
+  return _make_mesh(chosen, {"fsdp": len(chosen) // tp, "tp": tp})
+
+
 def describe(meshes: Mapping[str, Mesh]) -> str:
   """One line per agent: its axis sizes and device ids (for logs)."""
   return "\n".join(
