@@ -94,19 +94,17 @@ def test_the_committed_protocol_is_the_suite_as_configured():
   assert pilot.strip() in text  # The pilot's table, verbatim.
 
 
-def test_committed_partial_results_are_runs_of_the_protocol():
-  """What `--finished launch/results/reproduce/partial` takes: each folder
-  is a planned run of the suite, its result the run it is named after, with
-  its per-question outcomes (absent folder: nothing committed yet)."""
-  partial = protocol.PROTOCOL.parent / "partial"
-  planned = {r.directory_name: r for r in reproduce.plan(
+def test_committed_results_are_the_protocol_s_runs():
+  """The committed results.json holds exactly the suite's planned runs
+  (arm, seed and steps of the protocol), each with its per-question test
+  outcomes at the last step."""
+  summary = json.loads(
+      (protocol.PROTOCOL.parent / "results.json").read_text())
+  planned = {(r.name, r.seed) for r in reproduce.plan(
       "main", list(reproduce.ARMS), None, quick=False)}
-  for result_file in sorted(partial.glob("*/result.json")):
-    name = result_file.parent.name
-    assert name in planned, name
-    result = json.loads(result_file.read_text())
-    run = planned[name]
-    assert (result["arm"], result["seed"]) == (run.name, run.seed)
+  got = [(r["arm"], r["seed"]) for r in summary["runs"]]
+  assert sorted(got) == sorted(planned) and len(got) == 28
+  for result in summary["runs"]:
     assert result["steps"] == registered()["steps"]
     assert str(result["steps"]) in result["test_outcomes"]
     assert len(result["test_question_hops"]) == len(
