@@ -169,3 +169,32 @@ def test_every_metric_of_the_readme_table_is_documented_in_the_code():
   assert len(names) > 60
   missing = sorted(names - set(METRICS_DOC))
   assert not missing, f"README metrics without a METRICS_DOC entry: {missing}"
+
+
+def test_the_reproduction_s_result_in_readme_is_the_committed_json():
+  """README states the pre-registered suite's primary endpoint with the
+  committed JSON's figures, and every table row it shows of the suite is a
+  row of the committed results.md."""
+  import json  # pylint: disable=g-import-not-at-top
+  text = README.read_text(encoding="utf-8")
+  section = _section(text, "### The pre-registered reproduction")
+  results = RESULTS / "reproduce"
+  summary = json.loads((results / "results.json").read_text())
+  table = (results / "results.md").read_text(encoding="utf-8")
+  assert summary["table"] == table
+  assert len(summary["runs"]) == 28
+  primary = summary["analysis"]["paired"]["mgrpo"]
+  assert primary["seeds"] == list(range(8))
+  sign = primary["sign_test"]
+  sentence = (f"{primary['mean'] * 100:+.1f} points, 95% t interval "
+              f"[{primary['low'] * 100:+.1f}, {primary['high'] * 100:+.1f}]"
+              f"; sign test {sign['positive']} / {sign['negative']} / "
+              f"{sign['ties']} seeds, p = {sign['p']:.3f}")
+  assert sentence in " ".join(section.split()), sentence
+  pilot = (results / "pilot" / "pilot.md").read_text(encoding="utf-8")
+  rows = [line for line in section.split("\n") if line.startswith("|")
+          and line not in pilot.split("\n")]
+  assert len(rows) >= 10
+  assert not [row for row in rows if row not in table.split("\n")]
+  assert "(launch/results/reproduce/results.md)" in section
+  assert (results / "results.png").stat().st_size > 10_000
