@@ -14,6 +14,7 @@ buckets. A leaf package: it imports nothing else of mgrpo_jax.
   store_codec.py     step records as bytes (.npz, JSON), the run fingerprint
   checkpoints.py     per-agent Orbax checkpoints (step 0 kept), resume
   metrics.py         JSONL + TensorBoard metrics, progress bar
+  metrics_doc.py     what each logged metric means (METRICS_DOC)
   logs.py            what a run prints; library logs only with --verbosity=1
   cache.py           the keyed on-disk cache (one folder per key, renamed
                      into place)
