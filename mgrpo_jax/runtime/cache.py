@@ -8,7 +8,7 @@ synthetic world's tfds files, XLA compilations).
 `write_entry` builds an entry in a temporary folder beside its target and
 renames it into place, so a reader never sees half an entry; when two
 processes build the same entry at once, the first rename wins and the other
-uses its copy. Imports only the standard library (data/world_builder.py
+uses its copy (never moving it from under a reader). Imports only the standard library (data/world_builder.py
 uses it without loading JAX).
 """
 
@@ -35,17 +35,22 @@ def write_entry(target: pathlib.Path, build: Callable[[pathlib.Path], None],
                 ) -> pathlib.Path:
   """Builds the entry `target` with `build(folder)` and renames it in place.
 
-  An existing `target` (a stale or unwanted entry) is replaced; if another
-  process renamed a complete entry (`is_complete(target)`) into place first,
-  that one is kept. The folder is world-readable like the rest of the cache
-  (mkdtemp would leave it private)."""
+  An entry that was already complete when the build began is replaced (the
+  caller chose to rebuild it, e.g. config.sft.cache=False). One that another
+  process completed during the build is kept and this build's copy dropped:
+  the other process may be reading it already, and moving it aside would
+  pull it from under that reader. The folder is world-readable like the rest
+  of the cache (mkdtemp would leave it private)."""
   target = pathlib.Path(target)
   target.parent.mkdir(parents=True, exist_ok=True)
+  replace = target.exists() and is_complete(target)
   tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-",
                                       dir=target.parent))
   tmp.chmod(0o755)
   try:
     build(tmp)
+    if target.exists() and not replace and is_complete(target):
+      return target  # Another process's copy won the race: use it.
     if target.exists():  # Move the old entry aside, then swap the new one in.
       stale = pathlib.Path(tempfile.mkdtemp(prefix=f".stale-{target.name}-",
                                             dir=target.parent))
