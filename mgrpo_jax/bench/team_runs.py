@@ -24,6 +24,7 @@ checkpoints when the command is run again.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import resource
 import subprocess
@@ -45,9 +46,11 @@ def measured(command: Sequence[str], log_file: pathlib.Path) -> dict:
   """Runs `command` as this process's only child; its exit code, wall
   seconds and peak resident memory (MiB)."""
   start = time.perf_counter()
+  # Unbuffered, so the log shows a long run's progress as it goes.
+  env = {**os.environ, "PYTHONUNBUFFERED": "1"}
   with open(log_file, "a", encoding="utf-8") as log:
     code = subprocess.call(list(command), stdout=log,
-                           stderr=subprocess.STDOUT)
+                           stderr=subprocess.STDOUT, env=env)
   return {"code": code, "seconds": time.perf_counter() - start,
           "peak_mib": resource.getrusage(
               resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
