@@ -166,3 +166,30 @@ def test_sub_batch_reports_its_signal(scored):
     assert stats["informative_rows"] == pytest.approx(
         moving.sum() / valid.sum())
     assert 0.0 <= stats["informative_groups"] <= 1.0
+
+
+def test_records_of_question_ranges_concatenate_to_the_whole_steps(scored):
+  """A step rolled out by several processes (a question range each) stores
+  one record per process; joined in order they are the one-place record."""
+  rollouts, _ = scored
+  tasks = rewards_tasks()
+  weights = reward_weights("with_expert")
+  whole = sub_record(rollouts, score_rollouts(rollouts, tasks, weights,
+                                              expert=RuleExpert()))
+  parts = [sub_record(rollouts[i:i + 1],
+                      score_rollouts(rollouts[i:i + 1], tasks[i:i + 1],
+                                     weights, expert=RuleExpert()))
+           for i in range(len(tasks))]
+  assert [p.num_questions for p in parts] == [1, 1]
+  joined = SubRecord.concatenate(parts)
+  for name, want in whole.to_arrays().items():
+    got = joined.to_arrays()[name]
+    assert got.dtype == want.dtype, name
+    np.testing.assert_array_equal(got, want, err_msg=name)
+  assert SubRecord.concatenate(parts[:1]) is parts[0]
+  with pytest.raises(ValueError, match="no parts"):
+    SubRecord.concatenate([])
+  other = SubRecord.from_arrays({**parts[1].to_arrays(),
+                                 "shape": np.array([1, 3])})
+  with pytest.raises(ValueError, match=r"group sizes \[2, 3\]"):
+    SubRecord.concatenate([parts[0], other])

@@ -491,3 +491,44 @@ def test_open_removes_stale_gcs_probes(emulator):
   assert store._files.read(fresh) == b"probe"
   assert store.latest_step() is None
   store.close()
+
+
+def test_a_step_of_parts_commits_every_process_share_together(backend):
+  """A role over several processes: each writes its part, process 0
+  commits the step naming how many; a reader gets the parts in order only
+  once the step is committed, and a commit with a part missing is refused."""
+  store = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  first, _ = _record(3)
+  second, _ = _record(4)
+  store.write_part(3, 1, second)  # Parts arrive in any order.
+  assert store.has_part(3, 1) and not store.has_part(3, 0)
+  with pytest.raises(store_lib.StoreError, match=r"parts \[0\] of 2"):
+    store.write_step(3, {}, {"step": 3}, parts=2)
+  assert not store.has_step(3)
+  store.write_part(3, 0, first)
+  with pytest.raises(store_lib.StoreError, match="part 0 is already written"):
+    store.write_part(3, 0, first)
+  store.write_step(3, {}, {"step": 3}, parts=2)
+  reader = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  arrays, meta = reader.read_step(3, timeout_s=5)
+  assert arrays == {} and meta == {"step": 3, store_lib.PARTS_KEY: 2}
+  parts = reader.read_parts(3, meta)
+  for got, want in zip(parts, (first, second), strict=True):
+    assert sorted(got) == sorted(want)
+    for name in want:
+      np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  whole = _record(5)
+  store.write_step(5, *whole)
+  assert reader.read_parts(5, reader.read_step(5, timeout_s=5)[1]) == []
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda s: s.write_part(0, -1, {}), "part=-1: expected a non-negative"),
+    (lambda s: s.write_part(0, True, {}), "part=True"),
+    (lambda s: s.write_step(0, {}, {}, parts=-2), "parts=-2"),
+    (lambda s: s.write_step(0, {}, {"parts": 2}), "meta key 'parts'"),
+])
+def test_bad_parts_are_refused(tmp_path, call, match):
+  store = store_lib.open_store(str(tmp_path / "store"))
+  with pytest.raises(store_lib.StoreError, match=match):
+    call(store)

@@ -10,6 +10,10 @@ training"). It holds two kinds of data under one root:
       arrays.npz                     dict[str, np.ndarray] (.npz, no pickle)
       meta.json                      a JSON dict
       COMMITTED                      gs:// only: written last
+  <root>/parts/<step>/<part>/      a role over several processes: each
+      arrays.npz                     process's share of the step's arrays,
+                                     written before process 0 commits the
+                                     step (its meta.json says how many)
   <root>/weights/<agent>/<step>/   one Orbax checkpoint per published version
 
 The root is a local (or shared-file-system) directory, or `gs://bucket/prefix`.
@@ -69,6 +73,8 @@ from mgrpo_jax.runtime.store_files import (STALE_TEMPORARY_AGE_S, Files,
                                            StoreTimeout)
 
 _STEPS = "steps"
+_PARTS = "parts"
+PARTS_KEY = "parts"  # A step's meta: how many per-process parts it has.
 _WEIGHTS = "weights"
 _ARRAYS = "arrays.npz"
 _META = "meta.json"
@@ -76,6 +82,14 @@ _STEP_DIGITS = 10  # Zero-padded step directories list in step order.
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DELETED_BY = ("old versions are deleted by the writer's int keep_weights or "
                "by prune_weights")
+
+
+def _part_name(part: int) -> str:
+  if (isinstance(part, bool) or not isinstance(part, (int, np.integer))
+      or part < 0):
+    raise StoreError(f"part={part!r}: expected a non-negative integer (the "
+                     "writing process's index).")
+  return f"{int(part):05d}"
 
 
 def _step_name(step: int) -> str:
@@ -116,22 +130,68 @@ class Store:
   # -- step records --------------------------------------------------------
 
   def write_step(self, step: int, arrays: dict[str, np.ndarray],
-                 meta: dict[str, Any]) -> None:
+                 meta: dict[str, Any], *, parts: int = 0) -> None:
     """Writes step `step`'s record, atomically; a step is written once.
 
     Args:
       step: the training step (>= 0).
       arrays: named numeric arrays (ragged data flattened, with offsets).
       meta: a JSON-able dict (statistics, shapes, ...).
+      parts: > 0 when the step's data was written by that many processes
+        as parts 0..parts-1 (`write_part`), all before this call: the
+        record commits them together (`read_parts` returns them).
 
     Raises:
-      StoreError: bad input, or the step was already written.
+      StoreError: bad input, the step was already written, or a part is
+        missing.
     """
     name = _step_name(step)
+    if PARTS_KEY in meta:
+      raise StoreError(f"meta key {PARTS_KEY!r} is the store's own (how "
+                       "many parts a step has); pass parts= instead.")
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 0:
+      raise StoreError(f"parts={parts!r}: expected an integer >= 0.")
+    if parts:
+      missing = [p for p in range(parts) if not self._files.is_committed(
+          f"{_PARTS}/{name}/{_part_name(p)}")]
+      if missing:
+        raise StoreError(
+            f"step {step}: parts {missing} of {parts} are not written in "
+            f"{self._files.url(f'{_PARTS}/{name}')}; every process writes "
+            "its part (write_part) before the step is committed.")
+      meta = {**meta, PARTS_KEY: parts}
     files = {_ARRAYS: encode_arrays(arrays),
              _META: encode_json(meta, "meta")}
     self._write_fingerprint()
     self._files.write_dir(f"{_STEPS}/{name}", files)
+
+  def write_part(self, step: int, part: int,
+                 arrays: dict[str, np.ndarray]) -> None:
+    """Writes process `part`'s share of step `step`'s arrays, atomically
+    (a role over several processes: each writes its own, then process 0
+    commits the step with `write_step(..., parts=n)`). A part is written
+    once; readers see it only through its committed step."""
+    name = _step_name(step)
+    path = f"{_PARTS}/{name}/{_part_name(part)}"
+    self._write_fingerprint()
+    if self._files.is_committed(path):
+      raise StoreError(f"step {step}: part {part} is already written in "
+                       f"{self._files.url(path)}.")
+    self._files.write_dir(path, {_ARRAYS: encode_arrays(arrays)})
+
+  def has_part(self, step: int, part: int) -> bool:
+    """Whether process `part`'s share of step `step` is written."""
+    return self._files.is_committed(
+        f"{_PARTS}/{_step_name(step)}/{_part_name(part)}")
+
+  def read_parts(self, step: int, meta: dict[str, Any]
+                 ) -> list[dict[str, np.ndarray]]:
+    """The parts of committed step `step` (`meta` is its meta, from
+    `read_step`), in part order; [] for a step written whole."""
+    name = _step_name(step)
+    return [self._decode_file(step, f"{_PARTS}/{name}/{_part_name(p)}/"
+                              f"{_ARRAYS}", decode_arrays, top=True)
+            for p in range(int(meta.get(PARTS_KEY, 0)))]
 
   def has_step(self, step: int) -> bool:
     """Whether step `step` is committed (readable in full)."""
@@ -191,13 +251,18 @@ class Store:
             self._decode_file(step, _META, decode_json))
 
   def _decode_file(self, step: int, file_name: str,
-                   decode: Callable[[bytes], Any]) -> Any:
-    """Reads and decodes one file of committed step `step`."""
+                   decode: Callable[[bytes], Any], *, top: bool = False
+                   ) -> Any:
+    """Reads and decodes one file of committed step `step` (`file_name`
+    under the root with `top`, else in the step's directory)."""
     directory = f"{_STEPS}/{_step_name(step)}"
-    url = self._files.url(f"{directory}/{file_name}")
-    data = self._files.read(f"{directory}/{file_name}")
-    fix = (f"delete the step directory {self._files.url(directory)} (on "
-           "gs://, every object under it) to have the main side write "
+    path = file_name if top else f"{directory}/{file_name}"
+    url = self._files.url(path)
+    data = self._files.read(path)
+    extra = (f" and {self._files.url(f'{_PARTS}/{_step_name(step)}')}"
+             if top else "")
+    fix = (f"delete the step directory {self._files.url(directory)}{extra} "
+           "(on gs://, every object under it) to have the main side write "
            f"step {step} again.")
     if data is None:
       raise StoreError(f"step {step}: {url} is gone although the step is "

@@ -104,6 +104,36 @@ class SubRecord:
                arrays["logprobs"], arrays["version"], arrays["offsets"],
                arrays["b"], arrays["k"], arrays["reward"], b, k)
 
+  @classmethod
+  def concatenate(cls, parts: Sequence["SubRecord"]) -> "SubRecord":
+    """One record of consecutive question ranges' records (the parts of a
+    step that several processes rolled out, in process order): question
+    indices shifted by the questions before, trajectories one after
+    another. Equals the record of all the rollouts made in one place."""
+    if not parts:
+      raise ValueError("SubRecord.concatenate: no parts.")
+    sizes = {p.group_size for p in parts}
+    if len(sizes) > 1:
+      raise ValueError(f"SubRecord.concatenate: parts of group sizes "
+                       f"{sorted(sizes)}; expected one K.")
+    if len(parts) == 1:
+      return parts[0]
+    first_b = np.cumsum([0] + [p.num_questions for p in parts])
+    first_id = np.cumsum([0] + [len(p.tokens) for p in parts])
+    return cls(
+        np.concatenate([p.tokens for p in parts]).astype(np.int32),
+        np.concatenate([p.loss_mask for p in parts]).astype(bool),
+        np.concatenate([p.logprobs for p in parts]).astype(np.float32),
+        np.concatenate([p.version for p in parts]).astype(np.int32),
+        np.concatenate([parts[0].offsets[:1]] + [
+            p.offsets[1:] + first_id[i] for i, p in enumerate(parts)]
+                       ).astype(np.int64),
+        np.concatenate([p.b + first_b[i] for i, p in enumerate(parts)]
+                       ).astype(np.int32),
+        np.concatenate([p.k for p in parts]).astype(np.int32),
+        np.concatenate([p.reward for p in parts]).astype(np.float32),
+        int(first_b[-1]), parts[0].group_size)
+
   def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, loss mask, sampler log-probs) of trajectory i."""
     lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
