@@ -110,6 +110,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.steps = 25  # M-GRPO steps.
   config.train.questions_per_step = 8  # B: questions per step.
   config.train.group_size = 8  # K: rollouts per question (the GRPO group).
+  config.train.rollout_shards = 0  # The B questions rolled out in this many ranges, each with its own key (0: one per process of the main role); runs with equal shards sample alike on any number of processes.
   config.train.staleness = "sync"  # "sync" or "one_step" (sub weights one step behind).
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 64  # Validation questions evaluated.

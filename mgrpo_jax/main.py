@@ -31,6 +31,7 @@ from mgrpo_jax.train import run_checks
 from mgrpo_jax import toy
 
 TASKS = (run_checks.TASK, "toy_delegation")  # What config.task may name.
+ROLL_CALL_S = 30.0  # How long a failing process waits to learn who is left.
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file with get_config().",
@@ -54,6 +55,11 @@ _COORDINATOR = flags.DEFINE_string(
 _NUM_PROCESSES = flags.DEFINE_integer(
     "num_processes", None,
     "With --distributed=explicit: how many processes run this role.")
+_HEARTBEAT = flags.DEFINE_integer(
+    "heartbeat_timeout_s", distributed.HEARTBEAT_TIMEOUT_S,
+    "With --distributed: a process of the role silent this long (dead, "
+    "killed, preempted) makes JAX end the others, naming it.",
+    lower_bound=1)
 _PROCESS_ID = flags.DEFINE_integer(
     "process_id", None,
     "With --distributed=explicit: this process's id, 0 .. num_processes-1.")
@@ -94,8 +100,9 @@ def _join_processes() -> None:
   exit 1; a coordinator that never answers is JAX's own abort after 300 s
   (DEADLINE_EXCEEDED ... RegisterTask, exit 134)."""
   try:
-    joined = distributed.initialize(_DISTRIBUTED.value, _COORDINATOR.value,
-                                    _NUM_PROCESSES.value, _PROCESS_ID.value)
+    joined = distributed.initialize(
+        _DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
+        _PROCESS_ID.value, heartbeat_timeout_s=_HEARTBEAT.value)
   except (RuntimeError, ValueError) as e:
     raise SystemExit(
         f"stopped: jax.distributed.initialize (--distributed="
@@ -117,9 +124,42 @@ def _train_agents(config) -> None:
     config_checks.usage_error(str(e))  # a data file that cannot be read.
   except StoreError as e:  # The other side is gone or the store broke.
     raise SystemExit(f"stopped: {e}") from e  # One line on stderr, exit 1.
+  except Exception as e:  # pylint: disable=broad-except
+    _stop_role(e)
+    raise
   for line in summary(config, _ROLE.value, metrics,
                       time.perf_counter() - start):
     logs.say(line)
+
+
+def _stop_role(error: Exception) -> None:
+  """A role over several processes that fails in one of them (a process
+  died under a collective, a wait ran out): this process says which
+  processes stopped answering and exits at once (exit 1), instead of
+  waiting in JAX's shutdown for a process that will never come. One
+  process: nothing (the error is raised as usual)."""
+  import jax
+  from mgrpo_jax.runtime import processes
+  if jax.process_count() == 1:
+    return
+  what = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+  line = f"stopped: {what}"
+  if not isinstance(error, processes.ProcessTimeout):  # It names them.
+    missing = processes.absent(ROLL_CALL_S)
+    who = ("process 0 (the coordinator) is gone" if missing is None else
+           f"process(es) {missing} stopped answering" if missing else
+           "every process of the role is still here")
+    line = (f"stopped: process {processes.index()} of "
+            f"{processes.count()}: {type(error).__name__}: {what}; {who}. "
+            "Everything up to the last finished step is saved: start every "
+            "process of the role again to resume.")
+  import sys
+  import traceback
+  logs.detail("".join(traceback.format_exception(error)))  # --verbosity=1
+  sys.stdout.flush()
+  sys.stderr.write(line + "\n")
+  sys.stderr.flush()
+  os._exit(1)  # pylint: disable=protected-access
 
 
 def summary(config, role: str, metrics: dict[str, float],

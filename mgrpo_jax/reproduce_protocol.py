@@ -39,11 +39,19 @@ class ProtocolError(ValueError):
   """The suite about to run is not the one the protocol file describes."""
 
 
+# Fields added to sections the protocol keyed, with the value that
+# reproduces the registered runs: (dotted section, field, value).
+ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
+                ("train", "rollout_shards", 0),
+                *((f"mesh.{agent}", "sampler_devices", 0)
+                  for agent in ("main", "sub", "verifier")))
+
+
 def without_added_defaults(fields: dict) -> dict:
   """`fields` without the sections added to the configs after the protocol
   was registered, where they hold the values that reproduce the registered
-  runs (the generated world's data, the local tools, the oracle's
-  demonstrations): the digest of a config that runs the same suite stays
+  runs (the generated world's data, the local tools, `ADDED_FIELDS`): the
+  digest of a config that runs the same suite stays
   the protocol's, and any other value of them changes it."""
   from mgrpo_jax.train.data import SYNTHETIC_DATA  # pylint: disable=g-import-not-at-top
   fields = dict(fields)
@@ -52,10 +60,19 @@ def without_added_defaults(fields: dict) -> dict:
     del fields["data"]
   if fields.get("tools") == json.loads(json.dumps(tools)):
     del fields["tools"]
-  sft = dict(fields.get("sft", {}))
-  if sft.get("demonstrations") == "oracle":
-    del sft["demonstrations"]
-    fields["sft"] = sft
+  for section, field, default in ADDED_FIELDS:
+    *outer, last = section.split(".")
+    parent = fields
+    for name in outer:  # Copies on the way down: `fields` is the caller's.
+      if not isinstance(parent.get(name), dict):
+        break
+      parent[name] = dict(parent[name])
+      parent = parent[name]
+    else:
+      values = dict(parent.get(last, {}))
+      if field in values and values[field] == default:
+        del values[field]
+        parent[last] = values
   return fields
 
 

@@ -10,8 +10,10 @@ from model_test_utils import tiny_tokenizer
 from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.corpus import Document, LocalCorpus
+from mgrpo_jax.train import batches
 from mgrpo_jax.train.batches import (PackSettings, SubRecord, main_batch,
                                         signal, sub_batch, sub_record)
+from mgrpo_jax.train.shards import Shards
 
 SETTINGS = PackSettings(micro_batch=4, min_len=16, max_len=4096)
 
@@ -193,3 +195,34 @@ def test_records_of_question_ranges_concatenate_to_the_whole_steps(scored):
                                  "shape": np.array([1, 3])})
   with pytest.raises(ValueError, match=r"group sizes \[2, 3\]"):
     SubRecord.concatenate([parts[0], other])
+
+
+def test_a_main_batch_of_shards_is_the_same_batch_whatever_holds_them(scored):
+  """Rollout shards (train/shards.py): each shard fills its own columns of
+  every micro-batch, so the batch one process packs from both shards is
+  the one two processes (a shard each) pack as their columns."""
+  rollouts, scores = scored
+  both = Shards(2, (0, 1), 1)
+  whole, figures = main_batch(rollouts, scores, settings=SETTINGS,
+                              shards=both)
+  assert not whole.local and whole.num_rows == 4
+  longest = batches.longest_main(rollouts)
+  halves = [main_batch(rollouts[s:s + 1], scores, settings=SETTINGS,
+                       shards=Shards(2, (s,), 1), longest=longest)
+            for s in (0, 1)]
+  assert all(h.local and h.num_rows == 4 for h, _ in halves)
+  assert all(f == figures for _, f in halves)  # The whole step's signal.
+  for name in ("inputs_NxT", "targets_NxT", "mask_NxT", "adv_N",
+               "behaviour_NxT", "version_N"):
+    # Process p's rows [U, M/2, ...] are columns p of the global [U, M, ...].
+    got = np.concatenate([getattr(h, name).reshape(
+        -1, 2, *getattr(h, name).shape[1:]) for h, _ in halves], axis=1)
+    np.testing.assert_array_equal(
+        got.reshape(-1, *got.shape[2:]), getattr(whole, name), err_msg=name)
+  # Micro-batch 0 holds question 0's rollouts in columns 0-1, question 1's
+  # in columns 2-3: the rows of a one-shard batch, placed by shard.
+  one, _ = main_batch(rollouts, scores, settings=SETTINGS)
+  assert sorted(map(tuple, whole.inputs_NxT[:4])) == sorted(
+      map(tuple, one.inputs_NxT[:4]))
+  with pytest.raises(ValueError, match=r"1 rows of rollouts for shards"):
+    main_batch(rollouts[:1], scores, settings=SETTINGS, shards=both)

@@ -67,20 +67,21 @@ def test_two_processes_train_one_mesh_as_one_process_does(tmp_path):
   assert figures[0]["grad_norm"] > 0
 
 
-MAIN_REFUSALS = [  # (--config overrides of the sub side, stderr line)
-    (["--config.mesh.sub.devices=4"],
+MAIN_REFUSALS = [  # (role and --config overrides, stderr line)
+    (["--role=sub", "--config.mesh.sub.devices=4"],
      "error: config.mesh.sub.devices=4: expected at most 2, but only 2 "
      "device(s) exist across the 2 processes of this role's jax.distributed "
      "system"),
-    (["--config.mesh.sub.devices=2"],
-     "error: --role=sub runs as process {i} of 2 (--distributed): the "
-     "trainer runs each role as one process so far"),
+    (["--role=main", "--config.mesh.main.devices=2",
+      "--config.mesh.sub.devices=2", "--config.train.rollout_shards=3"],
+     "error: config.train.rollout_shards=3: expected a multiple of the "
+     "main role's 2 processes"),
 ]
 
 
 @pytest.mark.parametrize("overrides,line", MAIN_REFUSALS,
                          ids=["more_devices_than_the_processes",
-                              "a_role_over_two_processes"])
+                              "shards_the_processes_cannot_split"])
 def test_main_joins_the_processes_then_refuses_by_name(overrides, line,
                                                        tmp_path):
   """`python -m mgrpo_jax.main --distributed=explicit ...` in two
@@ -91,7 +92,7 @@ def test_main_joins_the_processes_then_refuses_by_name(overrides, line,
       text=tiny_config(tmp_path).to_json()))
   results = run_pair(lambda i, coordinator: [
       sys.executable, "-m", "mgrpo_jax.main", "--config", str(config_file),
-      "--role=sub", "--distributed=explicit",
+      "--distributed=explicit",
       f"--coordinator_address={coordinator}", "--num_processes=2",
       f"--process_id={i}", *overrides],
       child_env(MGRPO_JAX_CACHE=str(tmp_path / "cache")), tmp_path)

@@ -139,6 +139,21 @@ class Scores:
   sub_format_ok: np.ndarray  # bool [N]
   sub_expert: np.ndarray  # float32 [N] (0 without an expert)
 
+  @classmethod
+  def concatenate(cls, parts: Sequence["Scores"]) -> "Scores":
+    """The scores of consecutive question ranges' rollouts as one (e.g.
+    the shards of a step): rows one after another, each sub-agent call's
+    `sub_b` shifted by the questions before its part."""
+    if len(parts) == 1:
+      return parts[0]
+    first_b = np.cumsum([0] + [len(p.main_reward) for p in parts])
+    joined = {f.name: np.concatenate([getattr(p, f.name) for p in parts])
+              for f in dataclasses.fields(cls)}
+    joined["sub_b"] = np.concatenate(
+        [p.sub_b + first_b[i] for i, p in enumerate(parts)]).astype(
+            parts[0].sub_b.dtype)
+    return cls(**joined)
+
 
 def score_rollouts(rollouts: Sequence[Sequence[Rollout]],
                    tasks: Sequence[Task], weights: dict[str, float], *,

@@ -32,11 +32,16 @@ with the figures and weights of the same learner on two devices of one
 process, bit for bit in our runs). Untested: "auto" (JAX's TPU detection)
 and "explicit" across real hosts.
 
-The trainer does not run a role over several processes yet: train/side.py
-refuses it. Two CPU processes running `--role=all` over both (before the
-refusal existed) trained the warm start, then failed: the two agents'
-Orbax checkpoints saved at once under one barrier name, and the sub-agent
-weights' checksum read arrays held by the other process.
+The trainer runs a role over several processes (train/side.py, train/
+shards.py): each process rolls out its own questions on its own devices,
+the learners meet in collectives, process 0 writes (runtime/processes.py).
+A process that dies is noticed by the others in one of two ways: a
+collective with it fails at once (the survivors print one line naming the
+processes that stopped answering a roll call, `mgrpo_jax.main`, exit 1),
+or it stops sending heartbeats and JAX ends every other process after
+`heartbeat_timeout_s` (`--heartbeat_timeout_s`, JAX's default 100 s; its
+message names the task, "Task 1 heartbeat timeout"). Either way no
+process waits forever; everything up to the last finished step is saved.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from mgrpo_jax.runtime.config_checks import ConfigError
 
 MODES = ("off", "auto", "explicit")
 CPU_COLLECTIVES = "gloo"  # Cross-process collectives of CPU devices.
+HEARTBEAT_TIMEOUT_S = 100  # JAX's default: a silent process ends the rest.
 
 
 def check_args(mode: str, coordinator_address: str | None,
@@ -88,23 +94,27 @@ def check_args(mode: str, coordinator_address: str | None,
 def initialize(mode: str, coordinator_address: str | None = None,
                num_processes: int | None = None,
                process_id: int | None = None, *,
-               timeout_s: int = 300) -> bool:
+               timeout_s: int = 300,
+               heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S) -> bool:
   """Joins this process to its role's JAX distributed system (see the
   module docstring); returns whether it did ("off": False). Must run
   before any JAX computation, `jax.devices()` included. Waits up to
-  `timeout_s` for the other processes."""
+  `timeout_s` for the other processes; a process silent for
+  `heartbeat_timeout_s` ends the others."""
   check_args(mode, coordinator_address, num_processes, process_id)
   if mode == "off":
     return False
   if jax.config.jax_cpu_collectives_implementation is None:
     jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
   if mode == "auto":
-    jax.distributed.initialize(initialization_timeout=timeout_s)
+    jax.distributed.initialize(initialization_timeout=timeout_s,
+                               heartbeat_timeout_seconds=heartbeat_timeout_s)
   else:
     jax.distributed.initialize(
         coordinator_address=coordinator_address,
         num_processes=num_processes, process_id=process_id,
-        initialization_timeout=timeout_s)
+        initialization_timeout=timeout_s,
+        heartbeat_timeout_seconds=heartbeat_timeout_s)
   return True
 
 

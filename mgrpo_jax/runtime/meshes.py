@@ -29,6 +29,10 @@ and sub on disjoint slices of a two-process `--role=all`), or asking for
 more devices than the processes have together, is refused, naming the
 processes.
 
+Each process samples (rolls out) on its own devices of the mesh
+(`sampler_mesh`; `sampler_devices` of them, 0 = all): the learner's weights
+are copied there when that is not the whole mesh.
+
 Every problem (more devices asked for than exist, overlapping ids without
 `share`) is a `ConfigError` raised before any compute, naming the field,
 its value and what was expected.
@@ -60,6 +64,7 @@ def agent_config(devices: int = 1, shape: str = "",
   config.devices = devices  # How many devices this agent's mesh spans (>= 1).
   config.shape = shape  # "fsdp:2,tp:2" (product = devices); "": all on fsdp.
   config.device_ids = config_dict.placeholder(tuple)  # JAX device ids; None: next free slice.
+  config.sampler_devices = 0  # Devices of each process that sample for the agent (0: all of its mesh's devices in that process; fewer: a copy of the weights goes there).
   if device_ids is not None:
     config.device_ids = tuple(device_ids)
   return config

@@ -18,6 +18,9 @@ and wait for each other forever. This module is that one place:
                        answer);
   gather(name, v)      every process's JSON value `v`, in every process
                        (per-process figures, a length to agree on);
+  absent(timeout_s)    after a failure: the processes that do not answer a
+                       roll call within `timeout_s` (to name a process that
+                       died in the error every survivor prints);
   agree(name, v)       checks that every process holds the same JSON value
                        (the config's fingerprint, the store's root) and
                        returns it; a ProcessMismatch names the processes
@@ -183,3 +186,27 @@ def agree(name: str, value: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
         f"the role's processes disagree on {name}: {shown}. Every process "
         "of a role must run the same command (config, flags, store).")
   return value
+
+
+ROLL_CALL = "mgrpo_jax/roll_call"  # Answered once, by a failing process.
+
+
+def absent(timeout_s: float = 30.0, poll_s: float = 0.5) -> list[int] | None:
+  """The processes that do not answer a roll call within `timeout_s` (a
+  process that died, or one still computing: every survivor of a failure
+  answers), [] when all do; None when the coordinator (process 0) is gone.
+  Called once per process, when the role is stopping after an error."""
+  import time  # pylint: disable=g-import-not-at-top
+  if count() == 1:
+    return []
+  try:
+    client = _client()
+    client.key_value_set(f"{ROLL_CALL}/arrived/{index()}", "1")
+    deadline = time.monotonic() + timeout_s
+    while True:
+      here = _arrived(client, ROLL_CALL)
+      if len(here) == count() or time.monotonic() >= deadline:
+        return [p for p in range(count()) if p not in here]
+      time.sleep(poll_s)
+  except Exception:  # pylint: disable=broad-except
+    return None

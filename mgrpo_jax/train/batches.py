@@ -24,7 +24,8 @@ from mgrpo_jax.agents.rewards import Scores
 from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.core.advantages import group_relative_advantages
 from mgrpo_jax.core.alignment import align_sub_trajectories
-from mgrpo_jax.train.packing import Batch, pack
+from mgrpo_jax.train.packing import Batch, pack, side_by_side
+from mgrpo_jax.train.shards import Shards
 
 
 @dataclasses.dataclass
@@ -52,21 +53,47 @@ def signal(adv_N: np.ndarray, groups_N: np.ndarray, num_groups: int,
           "informative_rows": float(moving.sum() / max(valid_N.sum(), 1))}
 
 
+def longest_main(rollouts: Sequence[Sequence[Rollout]]) -> int:
+  """Targets of the longest main trajectory of `rollouts` (what sets T)."""
+  return max(len(r.main.tokens) for row in rollouts for r in row) - 1
+
+
 def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
                settings: PackSettings, scale: str = "group",
-               eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
-  """The main agent's batch [B*K] and its `signal` figures."""
+               eps: float = 1e-6, shards: Shards | None = None,
+               longest: int | None = None) -> tuple[Batch, dict[str, float]]:
+  """The main agent's batch [B*K] and its `signal` figures.
+
+  With rollout `shards` (train/shards.py), `scores` are the whole step's
+  and `rollouts` this process's shards' rows: each shard is packed into
+  its own columns of every micro-batch (micro_batch / S rows), T set by
+  `longest` (the step's, over every process); a batch of only some
+  shards is `local`. Without: one shard, the whole step."""
   b, k = scores.main_reward.shape
+  shards = shards or Shards(1, (0,), b)
   groups = np.repeat(np.arange(b, dtype=np.int32), k)
   adv = np.asarray(group_relative_advantages(
       scores.main_reward.reshape(-1).astype(np.float32), groups, b,
       scale=scale, eps=eps))
-  flat = [r.main for row in rollouts for r in row]
-  batch = pack([t.tokens for t in flat], [t.loss_mask for t in flat], adv,
-               micro_batch=settings.micro_batch, min_len=settings.min_len,
-               max_len=settings.max_len,
-               logprobs=[t.logprobs for t in flat],
-               versions=[t.policy_version for t in flat])
+  if len(rollouts) != len(shards.mine) * shards.questions:
+    raise ValueError(f"main_batch: {len(rollouts)} rows of rollouts for "
+                     f"shards {list(shards.mine)} of {shards.questions} "
+                     "questions each.")
+  longest = longest_main(rollouts) if longest is None else longest
+  micro = settings.micro_batch // shards.total
+  columns = []
+  for j, shard in enumerate(shards.mine):
+    rows = rollouts[j * shards.questions:(j + 1) * shards.questions]
+    flat = [r.main for row in rows for r in row]
+    first = shard * shards.questions * k
+    columns.append(pack(
+        [t.tokens for t in flat], [t.loss_mask for t in flat],
+        adv[first:first + len(flat)], micro_batch=micro,
+        min_len=settings.min_len, max_len=settings.max_len,
+        logprobs=[t.logprobs for t in flat],
+        versions=[t.policy_version for t in flat], longest=longest))
+  batch = side_by_side(columns, micro, b * k,
+                       local=len(shards.mine) < shards.total)
   return batch, signal(adv, groups, b)
 
 

@@ -76,11 +76,21 @@ def roll_out(controller: RolloutController, tasks: Sequence[Task],
                           sub_agent=sub_agent)
   flat = [r for row in rollouts for r in row]
   generated = sum(t.num_generated for r in flat for t in (r.main, *r.subs))
+  figures = rollout_figures(scores, generated, seconds)
+  # Every sub-agent kind's calls (scores count `sub_agent`'s alone).
+  figures["sub_calls"] = float(np.mean([len(r.subs) for r in flat]))
+  return Outcome(rollouts, scores, figures)
+
+
+def rollout_figures(scores: Scores, generated: float, seconds: float
+                    ) -> dict[str, float]:
+  """The figures of scored rollouts that sampled `generated` ids in
+  `seconds`."""
   figures = {
       "reward": float(scores.main_reward.mean()),
       "accuracy": float(scores.main_correct.mean()),
       "format": float(scores.main_format_ok.mean()),
-      "sub_calls": float(np.mean([len(r.subs) for r in flat])),
+      "sub_calls": float(scores.sub_calls.mean()),
       "generated_tokens": float(generated),
       "seconds": seconds,
       "tokens_per_second": generated / max(seconds, 1e-9),
@@ -89,7 +99,7 @@ def roll_out(controller: RolloutController, tasks: Sequence[Task],
     figures["sub_reward"] = float(scores.sub_reward.mean())
     figures["sub_format"] = float(scores.sub_format_ok.mean())
     figures["sub_expert"] = float(scores.sub_expert.mean())
-  return Outcome(rollouts, scores, figures)
+  return figures
 
 
 # The figures a validation reports (the rest are the rollout's own).

@@ -56,6 +56,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mgrpo_jax.core import losses
+from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.xla_options import training_options
 from mgrpo_jax.train import update
 from mgrpo_jax.train.packing import Batch
@@ -215,19 +216,25 @@ class Learner:
 
   # ------------------------------------------------------------------ steps
 
-  def _rows(self, x: np.ndarray | None) -> jax.Array | None:
+  def _rows(self, x: np.ndarray | None, local: bool = False
+            ) -> jax.Array | None:
     """A packed [N, ...] array as [U, M, ...] micro-batches on the mesh,
-    rows over its data axis."""
+    rows over its data axis. `local`: this process's columns of a batch
+    each process packed its share of ([U, M / P, ...] here)."""
     if x is None:
       return None
+    if local:
+      share = self.config.micro_batch // processes.count()
+      return update.put_process_rows(update.split_rows(x, share), self.mesh,
+                                     processes.count())
     return update.put_rows(update.split_rows(x, self.config.micro_batch),
                            self.mesh)
 
   def logprobs(self, batch: Batch, *, reference: bool = False) -> jax.Array:
     """[U, M, T] log-probs of the targets per micro-batch (no gradient)."""
     return self._logp(self.ref_params if reference else self.params,
-                      self._rows(batch.inputs_NxT),
-                      self._rows(batch.targets_NxT))
+                      self._rows(batch.inputs_NxT, batch.local),
+                      self._rows(batch.targets_NxT, batch.local))
 
   def _denominator(self, mask_UxMxT: jax.Array,
                    num_rows: jax.Array) -> jax.Array:
@@ -243,7 +250,8 @@ class Learner:
 
   def step(self, batch: Batch) -> dict[str, float]:
     """One M-GRPO update of this agent (see the module docstring)."""
-    inputs, targets, mask, adv, behaviour = (self._rows(a) for a in (
+    inputs, targets, mask, adv, behaviour = (self._rows(a, batch.local)
+                                             for a in (
         batch.inputs_NxT, batch.targets_NxT, batch.mask_NxT, batch.adv_N,
         batch.behaviour_NxT))
     # mu = 1: the only epoch runs on the parameters the old log-probs would
@@ -253,7 +261,11 @@ class Learner:
            if self.config.inner_epochs > 1 else None)
     ref = (self._logp(self.ref_params, inputs, targets)
            if self.ref_params is not None else None)
-    skip = not np.any(batch.adv_N)  # Nothing to learn from: no update.
+    # Nothing to learn from (in any process's rows): no update.
+    skip = not np.any(batch.adv_N)
+    if batch.local:
+      skip = not any(processes.gather(f"{self.name} advantages",
+                                      not skip))
     xs_U = (inputs, targets, mask, old, ref, behaviour, adv)
     # Figures stay on the device until the update is done: one host read.
     pieces, norms = [], []
@@ -270,12 +282,16 @@ class Learner:
                     for u in range(len(values_U))], len(norms))
     out["grad_norm"] = float(np.mean(norms))
     out["skipped_update"] = float(skip)
-    out["tokens"] = float(batch.mask_NxT.sum())
-    out["sequences"] = float(batch.num_sequences)
     known = (batch.version_N >= 0) & (batch.mask_NxT.sum(axis=1) > 0)
-    if known.any():  # Versions between the sampler and this learner.
-      out["staleness"] = float(np.mean(self.step_count
-                                       - batch.version_N[known]))
+    counts = [float(batch.mask_NxT.sum()), float(batch.num_sequences),
+              float(known.sum()),
+              float(np.sum(self.step_count - batch.version_N[known]))]
+    if batch.local:  # The whole batch's, from every process's rows.
+      counts = np.sum(processes.gather(f"{self.name} counts", counts),
+                      axis=0).tolist()
+    out["tokens"], out["sequences"], known_rows, stale = counts
+    if known_rows:  # Versions between the sampler and this learner.
+      out["staleness"] = stale / known_rows
     self.step_count += 1
     return out
 

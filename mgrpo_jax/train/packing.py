@@ -25,13 +25,18 @@ class Batch:
   version_N: np.ndarray  # int32: weight version that sampled the row.
   num_sequences: int  # Real (unpadded, valid) sequences.
   num_rows: int  # Trajectories given to `pack` (valid or not): B of Dr. GRPO.
+  # True: this process's columns of a batch that several processes packed
+  # (train/shards.py): the learner joins them; counts (`num_rows` aside,
+  # which is the whole batch's) are this process's.
+  local: bool = False
 
 
 def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
          advantages: Sequence[float], *, micro_batch: int, min_len: int,
          max_len: int, valid: Sequence[bool] | None = None,
          logprobs: Sequence[np.ndarray] | None = None,
-         versions: Sequence[int] | None = None) -> Batch:
+         versions: Sequence[int] | None = None,
+         longest: int | None = None) -> Batch:
   """Packs trajectories into a `Batch` (see the module docstring).
 
   An invalid trajectory (`valid` False, e.g. an empty alignment slot) stays
@@ -40,6 +45,8 @@ def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
   generated id; `Trajectory.logprobs`); `versions[i]` the weight version
   that sampled it. Without log-probs the data counts as sampled by the
   learner's current weights; version -1 marks a version unknown.
+  `longest` (targets of the longest trajectory) sets T's bucket when
+  several packings must share it (default: these trajectories').
   """
   n = len(tokens)
   if not (len(loss_masks) == len(advantages) == n) or n == 0:
@@ -50,7 +57,8 @@ def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
     raise ValueError(f"pack: {len(logprobs)} log-prob arrays for {n} "
                      "trajectories.")
   valid = [True] * n if valid is None else list(valid)
-  longest = max(len(t) for t in tokens) - 1
+  if longest is None:
+    longest = max(len(t) for t in tokens) - 1
   t = bucket(max(longest, 1), min_len, max_len)
   rows = -(-n // micro_batch) * micro_batch
   inputs = np.zeros((rows, t), np.int32)
@@ -80,3 +88,31 @@ def pack(tokens: Sequence[np.ndarray], loss_masks: Sequence[np.ndarray],
     adv[i] = advantages[i]
   return Batch(inputs, targets, mask, adv, behaviour, version,
                int(sum(map(bool, valid))), n)
+
+
+def side_by_side(columns: Sequence[Batch], micro_batch: int, num_rows: int,
+                 *, local: bool = False) -> Batch:
+  """Batches packed with the same micro-batch m (`micro_batch`) and T as
+  columns of one:
+  micro-batch u holds each column's u-th m rows, in column order ([U, m,
+  T] each -> [U, m * len(columns), T], flattened back to rows).
+  `num_rows` is the joined batch's trajectory count."""
+  if len(columns) == 1 and not local:
+    return dataclasses.replace(columns[0], num_rows=num_rows)
+  u = {len(c.adv_N) for c in columns}
+  if len(u) != 1:
+    raise ValueError(f"side_by_side: columns of {sorted(u)} rows; expected "
+                     "one size.")
+
+  def join(name):
+    parts = [getattr(c, name) for c in columns]
+    if parts[0] is None:
+      return None
+    return np.concatenate([p.reshape(len(columns[0].adv_N) // m, m,
+                                     *p.shape[1:]) for p in parts],
+                          axis=1).reshape(-1, *parts[0].shape[1:])
+
+  m = micro_batch
+  return Batch(join("inputs_NxT"), join("targets_NxT"), join("mask_NxT"),
+               join("adv_N"), join("behaviour_NxT"), join("version_N"),
+               sum(c.num_sequences for c in columns), num_rows, local)

@@ -112,6 +112,7 @@ def _train(config) -> None:
   # A group of one rollout has every advantage 0: nothing would learn.
   integer(config, "train.group_size", minimum=2)
   integer(config, "train.eval_samples", minimum=0)
+  integer(config, "train.rollout_shards", minimum=0)
   choice(config, "train.staleness", STALENESS)
 
 
@@ -291,6 +292,8 @@ def _mesh(config, kinds: tuple[str, ...], role: str) -> None:
     devices = integer(config, f"{p}.devices", minimum=1)
     sizes = meshes.parse_shape(get(config, f"{p}.shape"), devices,
                                f"{p}.shape")
+    # Up to the agent's devices in one process (meshes.sampler_mesh).
+    integer(config, f"{p}.sampler_devices", minimum=0, maximum=devices)
     if role in ("all", agent):  # The agents this process trains.
       _rows_split(config, agent, sizes[BATCH_AXIS])
     ids = get(config, f"{p}.device_ids")

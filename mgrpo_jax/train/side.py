@@ -32,16 +32,18 @@ import jax
 import ml_collections
 
 from mgrpo_jax.agents.diagnostics import Grader
-from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
+from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
+from mgrpo_jax.models import sharding
 from mgrpo_jax.runtime import checkpoints, meshes, processes
 from mgrpo_jax.runtime.checksum import checksum
 from mgrpo_jax.runtime import store as store_lib
-from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.train import batches
 from mgrpo_jax.train.data import identity as data_identity
 from mgrpo_jax.train.data import load_data
-from mgrpo_jax.train.evaluator import evaluate, prefixed, roll_out, weights_of
+from mgrpo_jax.train import shards as shards_lib
+from mgrpo_jax.train.evaluator import (evaluate, prefixed, roll_out,
+                                       rollout_figures, weights_of)
 from mgrpo_jax.train.learner import Learner, LearnerConfig
 from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
@@ -49,16 +51,30 @@ from mgrpo_jax.train.team_build import agents_section, build_models
 from mgrpo_jax.train.warm_start import check_demonstrations
 
 
-def rollout_step(controller, tasks, group_size, key, weights):
-  """Rolls out and scores (train/evaluator.py); returns (rollouts, scores,
-  the step's rollout metrics)."""
-  run = roll_out(controller, tasks, group_size, key, weights)
-  f, scores = run.figures, run.scores
+def rollout_step(controller, tasks, group_size, key, weights, *,
+                 plan: shards_lib.Shards | None = None):
+  """Rolls out and scores this process's shards of the step's `tasks`
+  (train/shards.py; default: one shard, all of them), one after another
+  (train/evaluator.py); returns (its rollouts, its scores, the whole
+  step's scores, the step's rollout metrics)."""
+  plan = plan or shards_lib.Shards(1, (0,), len(tasks))
+  runs = [roll_out(controller, plan.tasks(tasks, s), group_size,
+                   plan.key(key, s), weights) for s in plan.mine]
+  rollouts = [row for run in runs for row in run.rollouts]
+  scores = Scores.concatenate([run.scores for run in runs])
+  step_scores = shards_lib.gather_scores("rollout scores", scores)
+  generated, seconds = (sum(run.figures[f] for run in runs)
+                        for f in ("generated_tokens", "seconds"))
+  if processes.count() > 1:  # The step's tokens, its slowest process' time.
+    every = processes.gather("rollout time", [generated, seconds])
+    generated = sum(g for g, _ in every)
+    seconds = max(s for _, s in every)
+  f = rollout_figures(step_scores, generated, seconds)
   metrics = {
       "main/reward": f["reward"],
       "main/accuracy": f["accuracy"],
       "main/format": f["format"],
-      "sub/calls_per_rollout": float(scores.sub_calls.mean()),
+      "sub/calls_per_rollout": float(step_scores.sub_calls.mean()),
       "rollout/generated_tokens": f["generated_tokens"],
       "time/rollout": f["seconds"],
       "rollout/tokens_per_second": f["tokens_per_second"],
@@ -66,7 +82,7 @@ def rollout_step(controller, tasks, group_size, key, weights):
   if "sub_reward" in f:
     metrics["sub/reward"] = f["sub_reward"]
     metrics["sub/format"] = f["sub_format"]
-  return run.rollouts, scores, metrics
+  return rollouts, scores, step_scores, metrics
 
 
 def learner_config(config, agent: str) -> LearnerConfig:
@@ -99,24 +115,6 @@ def d_max_of(config, kind: str) -> int:
   return config.align.d_max if kind == "sub" else config.align[f"{kind}_d_max"]
 
 
-def _one_process(role: str) -> None:
-  """A ConfigError when this role runs as several processes (one JAX
-  distributed system, runtime/distributed.py): the learner trains one mesh
-  over them (tests/distributed_test.py), this process's host-side steps do
-  not yet, and would fail after the warm start (found on CPU with two
-  processes: Orbax's barrier of two agents' concurrent checkpoints, a
-  weight checksum reading arrays other processes hold)."""
-  if jax.process_count() == 1:
-    return
-  raise ConfigError(
-      f"--role={role} runs as process {jax.process_index()} of "
-      f"{jax.process_count()} (--distributed): the trainer runs each role "
-      "as one process so far (its checksums, checkpoints, store records "
-      "and metrics are written by one process); run one process per role, "
-      "e.g. launch/tpu_multihost.sh with DISTRIBUTED=off on one host per "
-      "role.")
-
-
 def _named(kind: str, metric: str) -> str:
   """A sub-agent kind's name of a per-kind metric: the "sub" kind keeps the
   names runs have always logged ("align/valid_slots",
@@ -147,7 +145,15 @@ class Side:
     mesh_config = ml_collections.ConfigDict(
         {k: config.mesh[k] for k in ["share", *built]})
     self.meshes = meshes.agent_meshes(mesh_config)
-    _one_process(role)
+    # Where this process samples for each agent: its own devices of the
+    # agent's mesh (every process rolls out its own questions).
+    self.sampler_meshes = ({name: meshes.sampler_mesh(
+        self.meshes[name], config.mesh[name].sampler_devices)
+                            for name in built} if self.samples else {})
+    # Which of the step's questions this process rolls out.
+    self.shards = (shards_lib.plan(config, processes.count(),
+                                   processes.index())
+                   if self.samples else None)
     # Before anything is written: a data file that cannot be read stops the
     # run here, with the store, checkpoints and caches untouched.
     self.data = load_data(config)
@@ -188,10 +194,12 @@ class Side:
     # Per kind: (step, checksum) of the weights its sampler has.
     self.sub_weights: dict[str, tuple[int, float]] = {}
     if self.samples:
+      samplers = {name: self._sampler_model(name, models[name])
+                  for name in ["main", *self.kinds]}
       self.controller = build_team(
           agents_section(config), self.data.backend,
-          main_model=models["main"], main_tokenizer=self.tok,
-          sub_models={k: models[k] for k in self.kinds})
+          main_model=samplers["main"], main_tokenizer=self.tok,
+          sub_models={k: samplers[k] for k in self.kinds})
     self.weights = weights_of(config.reward.to_dict())
     undecomposed = [t for t in self.data.train if not t.sub_questions]
     if self.weights.get("v_exp") and undecomposed:
@@ -242,12 +250,27 @@ class Side:
 
   # ------------------------------------------------------------- weights
 
+  def _on_sampler(self, name: str, params: Any) -> Any:
+    """`params` of agent `name` on this process's sampler devices (the
+    arrays themselves when those are the agent's whole mesh)."""
+    mesh = self.sampler_meshes[name]
+    if mesh is self.meshes[name]:
+      return params
+    return sharding.place_state(params, mesh)
+
+  def _sampler_model(self, name: str, model: Any) -> Any:
+    from flax import nnx
+    if self.sampler_meshes[name] is self.meshes[name]:
+      return model
+    graphdef, state = nnx.split(model)
+    return nnx.merge(graphdef, self._on_sampler(name, state))
+
   def sync_main(self) -> None:
     """The main sampler takes the main learner's weights (version = its
     update count)."""
     self.controller.load_weights(
         "main" if self.config.mode != "single" else "single",
-        self.main.params, self.main.step_count)
+        self._on_sampler("main", self.main.params), self.main.step_count)
 
   def sync_subs(self, step: int, *, newest: bool = False) -> None:
     """Loads, for every sub-agent kind, the weights the rollout of `step`
@@ -266,7 +289,8 @@ class Side:
       else:
         params = self.store.load_weights(
             kind, self._wait_weights(kind, want), target=self.targets[kind])
-      self.controller.load_weights(kind, params, want)
+      self.controller.load_weights(kind, self._on_sampler(kind, params),
+                                   want)
       self.sub_weights[kind] = (want, checksum(params))
 
   def _wait_weights(self, kind: str, want: int) -> int:
@@ -303,9 +327,9 @@ class Side:
     self.sync_subs(step)
     metrics["time/weights"] = time.perf_counter() - start
     tasks = self.data.batch(step, c.questions_per_step)
-    rollouts, scores, rollout_metrics = rollout_step(
+    rollouts, scores, step_scores, rollout_metrics = rollout_step(
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
-        self.weights)
+        self.weights, plan=self.shards)
     metrics.update(rollout_metrics)
     if hasattr(self.data.backend, "figures"):  # The web backend's counts.
       metrics.update(self.data.backend.figures())
@@ -314,25 +338,24 @@ class Side:
       metrics[f"weights/{kind}_checksum"] = total
     if self.kinds:
       start = time.perf_counter()
+      mine = [t for s in self.shards.mine for t in self.shards.tasks(tasks, s)]
       arrays = {}
       for kind in self.kinds:
         kind_scores = scores if kind == "sub" else self._scores(
-            rollouts, tasks, kind, metrics)
+            rollouts, mine, kind, metrics)
         record = batches.sub_record(rollouts, kind_scores)
         arrays.update({f"{kind}.{k}": v
                        for k, v in record.to_arrays().items()})
-      if self.store.has_step(step):  # Written before a crash: keep it.
-        self.log(f"step {step}: the store already holds this step's record "
-                 "(a resumed run); the sub-agents train on that one")
-      else:
-        self.store.write_step(step, arrays, {
-            "main/reward": metrics["main/reward"],
-            "main/accuracy": metrics["main/accuracy"]})
+      self._write_step(step, arrays, metrics)
       metrics["time/store"] = time.perf_counter() - start
     start = time.perf_counter()
+    longest = batches.longest_main(rollouts)
+    if processes.count() > 1:  # T from the step's longest, on every process.
+      longest = max(processes.gather("main longest", longest))
     batch, signal = batches.main_batch(
-        rollouts, scores, settings=pack_settings(config, "main"),
-        scale=config.advantage.scale, eps=config.advantage.eps)
+        rollouts, step_scores, settings=pack_settings(config, "main"),
+        scale=config.advantage.scale, eps=config.advantage.eps,
+        shards=self.shards, longest=longest)
     metrics.update(prefixed("main", signal))
     metrics["time/main_batch"] = time.perf_counter() - start
     metrics.update(prefixed("main", self.main.step(batch)))
@@ -340,16 +363,40 @@ class Side:
     metrics["time/main_update"] = time.perf_counter() - start
     return metrics
 
+  def _write_step(self, step: int, arrays, metrics) -> None:
+    """The step's record: written whole by one process, or one part per
+    process, committed by process 0 once every part is written. A step
+    (or part) a crashed run wrote is kept: a resumed run redoes the step
+    with the same keys, so it holds the same rollouts."""
+    meta = {"main/reward": metrics["main/reward"],
+            "main/accuracy": metrics["main/accuracy"]}
+    kept = processes.broadcast("step written", self.store.has_step(step))
+    if kept:
+      self.log(f"step {step}: the store already holds this step's record "
+               "(a resumed run); the sub-agents train on that one")
+      return
+    if processes.count() == 1:
+      self.store.write_step(step, arrays, meta)
+      return
+    if not self.store.has_part(step, processes.index()):
+      self.store.write_part(step, processes.index(), arrays)
+    processes.barrier(f"step {step} parts written")
+    if processes.primary():
+      self.store.write_step(step, {}, meta, parts=processes.count())
+
   def _scores(self, rollouts, tasks, kind: str, metrics) -> Any:
     """The rewards of a kind other than "sub" (hierarchical credit: tied to
-    the main agent's outcome like every kind's), and its rollout figures."""
+    the main agent's outcome like every kind's) of this process's
+    rollouts, and the step's rollout figures of that kind."""
     expert = RuleExpert() if self.weights["v_exp"] > 0 else None
     scores = score_rollouts(rollouts, tasks, self.weights, expert=expert,
                             sub_agent=kind)
-    metrics[f"{kind}/calls_per_rollout"] = float(scores.sub_calls.mean())
-    if len(scores.sub_reward):
-      metrics[f"{kind}/reward"] = float(scores.sub_reward.mean())
-      metrics[f"{kind}/format"] = float(scores.sub_format_ok.mean())
+    step_scores = shards_lib.gather_scores(f"{kind} scores", scores)
+    metrics[f"{kind}/calls_per_rollout"] = float(
+        step_scores.sub_calls.mean())
+    if len(step_scores.sub_reward):
+      metrics[f"{kind}/reward"] = float(step_scores.sub_reward.mean())
+      metrics[f"{kind}/format"] = float(step_scores.sub_format_ok.mean())
     return scores
 
   def sub_step(self, kind: str, step: int, key) -> dict[str, float]:
@@ -357,13 +404,16 @@ class Side:
     own D_max, takes its advantages, updates, publishes."""
     config = self.config
     start = time.perf_counter()
-    arrays, _ = self.store.read_step(
+    arrays, meta = self.store.read_step(
         step, timeout_s=config.store.timeout_s,
         status=lambda message: self.log(message))
     prefix = f"{kind}."
-    record = batches.SubRecord.from_arrays(
-        {k[len(prefix):]: v for k, v in arrays.items()
-         if k.startswith(prefix)})
+    # A main side over several processes wrote one part each.
+    record = batches.SubRecord.concatenate([
+        batches.SubRecord.from_arrays(
+            {k[len(prefix):]: v for k, v in part.items()
+             if k.startswith(prefix)})
+        for part in self.store.read_parts(step, meta) or [arrays]])
     metrics = {f"time/{kind}_read": time.perf_counter() - start}
     align_start = time.perf_counter()
     batch, stats = batches.sub_batch(

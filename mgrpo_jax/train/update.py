@@ -114,3 +114,20 @@ def put_rows(x: np.ndarray | None, mesh: Mesh | None, row_axis: int = 1
   # rows (no cross-process transfer or equality check).
   x = np.asarray(x)
   return jax.make_array_from_callback(x.shape, sharding, lambda i: x[i])
+
+
+def put_process_rows(x: np.ndarray | None, mesh: Mesh | None,
+                     processes: int) -> jax.Array | None:
+  """This process's columns `x` [U, M / P, ...] of a [U, M, ...] batch
+  whose P processes each packed their own (train/shards.py), as the global
+  array: rows sharded by `rows_sharding`, each process's columns on its
+  own devices (no process sees the others' rows)."""
+  if x is None:
+    return None
+  if mesh is None:
+    raise ValueError("put_process_rows: a batch packed by several processes "
+                     "needs the mesh they share.")
+  sharding = rows_sharding(mesh, np.ndim(x), 1)
+  shape = (x.shape[0], x.shape[1] * processes, *x.shape[2:])
+  return jax.make_array_from_process_local_data(sharding, np.asarray(x),
+                                                shape)

@@ -1,0 +1,111 @@
+"""A step's rollouts in shards: which questions each process of the main
+role rolls out, with which key, and how the shards' results join.
+
+`config.train.rollout_shards` = S (0: one per process of the role). The
+step's B questions split into S consecutive ranges of B / S; shard s is
+rolled out with `fold_in(rollout key, s)` (S = 1: the rollout key itself,
+as before shards existed), and process p of P rolls out shards
+[p S / P, (p + 1) S / P), one after another. A run's rollouts depend on S,
+never on P: two processes with S = 2 sample exactly what one process with
+S = 2 samples.
+
+The shards' results join in three places:
+  * scores: every process gets the whole step's (`gather_scores`, small
+    arrays through runtime/processes.py) for the step's figures and the
+    main agent's advantages;
+  * the main batch: each shard's rows are packed into [U, M / S, T]
+    columns, T from the step's longest trajectory over every process, the
+    shards side by side on the micro-batch axis (`batches.main_batch`'s
+    `shards`): the [U, M, T] batch holds the same rows in the same places
+    whatever P; each process packs its own shards' columns and the learner
+    assembles the global array from them (`Batch.local`);
+  * the sub-agents' record: one store part per process, joined in process
+    order (`Store.write_part`, `batches.SubRecord.concatenate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from mgrpo_jax.agents.rewards import Scores
+from mgrpo_jax.runtime import processes
+from mgrpo_jax.runtime.config_checks import ConfigError
+
+FIELD = "train.rollout_shards"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shards:
+  """The step's rollout shards and this process's share of them."""
+  total: int  # S
+  mine: tuple[int, ...]  # This process's shards, consecutive.
+  questions: int  # B / S, questions per shard.
+
+  @property
+  def first_question(self) -> int:
+    """The step's index of this process's first question."""
+    return self.mine[0] * self.questions
+
+  def tasks(self, tasks: Sequence, shard: int) -> list:
+    """Shard `shard`'s questions of the step's `tasks`."""
+    return list(tasks[shard * self.questions:(shard + 1) * self.questions])
+
+  def key(self, rollout_key: jax.Array, shard: int) -> jax.Array:
+    return (rollout_key if self.total == 1
+            else jax.random.fold_in(rollout_key, shard))
+
+
+def plan(config, num_processes: int, process: int) -> Shards:
+  """The shards of `config` for process `process` of `num_processes`; a
+  ConfigError naming the field when they cannot split evenly."""
+  setting = config.train.rollout_shards
+  if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+    raise ConfigError(f"config.{FIELD}={setting!r}: expected an integer >= "
+                      "0 (0: one shard per process of the main role).")
+  total = setting or num_processes
+  b = config.train.questions_per_step
+  problems = []
+  if total % num_processes:
+    problems.append(f"a multiple of the main role's {num_processes} "
+                    "processes (each rolls out whole shards)")
+  if b % total:
+    problems.append(f"a divisor of train.questions_per_step={b} (each shard "
+                    "holds whole questions, with all their K rollouts)")
+  micro = config.learner.main.micro_batch
+  if micro % total:
+    problems.append(f"a divisor of learner.main.micro_batch={micro} (each "
+                    "shard fills its own columns of every micro-batch)")
+  if problems:
+    name = (f"config.{FIELD}={setting}" if setting else
+            f"config.{FIELD}=0 (one shard per process: {total})")
+    raise ConfigError(f"{name}: expected " + " and ".join(problems) + ".")
+  per_process = total // num_processes
+  return Shards(total, tuple(range(process * per_process,
+                                   (process + 1) * per_process)), b // total)
+
+
+def to_json(scores: Scores) -> dict[str, list]:
+  return {f.name: np.asarray(getattr(scores, f.name)).tolist()
+          for f in dataclasses.fields(Scores)}
+
+
+def from_json(value: dict[str, list]) -> Scores:
+  kinds = {"main_reward": np.float32, "main_correct": bool,
+           "main_format_ok": bool, "sub_calls": np.int32, "sub_b": np.int32,
+           "sub_k": np.int32, "sub_i": np.int32, "sub_reward": np.float32,
+           "sub_format_ok": bool, "sub_expert": np.float32}
+  return Scores(**{name: np.asarray(value[name], dtype)
+                    for name, dtype in kinds.items()})
+
+
+def gather_scores(name: str, scores: Scores) -> Scores:
+  """The whole step's scores from every process's (its questions' ones),
+  in process order; with one process, `scores` itself."""
+  if processes.count() == 1:
+    return scores
+  parts = processes.gather(name, to_json(scores))
+  return Scores.concatenate([from_json(p) for p in parts])

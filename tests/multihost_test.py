@@ -1,0 +1,207 @@
+"""One role over several processes, as on the hosts of a TPU slice: two CPU
+processes with two devices each join one JAX distributed system (gloo) and
+run `python -m mgrpo_jax.main` on a 4-device mesh per agent; the same run
+in one process with 4 devices is the reference. Each process rolls out its
+own shard of the step's questions (train/shards.py), samples on one device
+of its own (`mesh.<agent>.sampler_devices=1`, the reference too: the
+same sampler arithmetic on both sides), and the learners meet in
+collectives. Minutes each: `bash launch/test_slow.sh`."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from flax import nnx
+
+from mgrpo_jax.runtime.metrics import MetricsWriter
+from processes_test_utils import TIMEOUT_S, child_env, run_processes
+from trainer_test_utils import (CHILD_CONFIG, ROOT, assert_same_figures,
+                                by_step, tiny_config)
+
+pytestmark = pytest.mark.slow
+
+
+def _config(tmp_path: pathlib.Path, name: str, **train):
+  config = tiny_config(tmp_path / name, rollout_shards=2, **train)
+  config.mesh.share = True
+  for agent in ("main", "sub"):
+    config.mesh[agent].devices = 4
+    config.mesh[agent].sampler_devices = 1
+  path = tmp_path / f"{name}.py"
+  path.write_text(CHILD_CONFIG.format(text=config.to_json()))
+  return config, path
+
+
+def _env(tmp_path, devices: int) -> dict[str, str]:
+  return child_env(
+      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+      MGRPO_JAX_CACHE=str(tmp_path / "cache"))
+
+
+def _one(tmp_path, path, *flags) -> None:
+  result = subprocess.run(
+      [sys.executable, "-m", "mgrpo_jax.main", "--config", str(path),
+       *flags], cwd=ROOT, env=_env(tmp_path, 4), capture_output=True,
+      text=True, timeout=TIMEOUT_S)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _two(tmp_path, path, name, *flags, expect=0):
+  log_dir = tmp_path / f"{name}_logs"
+  log_dir.mkdir(exist_ok=True)
+  results = run_processes(lambda i, coordinator: [
+      sys.executable, "-m", "mgrpo_jax.main", "--config", str(path),
+      "--distributed=explicit", f"--coordinator_address={coordinator}",
+      "--num_processes=2", f"--process_id={i}", *flags], 2,
+      _env(tmp_path, 2), log_dir)
+  for i, (code, output) in enumerate(results):
+    assert code == expect, f"process {i}:\n{output[-3000:]}"
+  return results
+
+
+def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
+  one, one_path = _config(tmp_path, "one", steps=2)
+  two, two_path = _config(tmp_path, "two", steps=2)
+  _one(tmp_path, one_path)
+  results = _two(tmp_path, two_path, "two")
+  for i, (_, output) in enumerate(results):
+    assert f"jax.distributed: process {i} of 2: 2 of 4 devices local" in output
+  want = by_step(MetricsWriter.read(pathlib.Path(one.run_dir) / "all"))
+  got = by_step(MetricsWriter.read(pathlib.Path(two.run_dir) / "all"))
+  assert sorted(got) == sorted(want) == [0, 1, 2]
+  assert_same_figures(want, got)
+  assert_same_figures(got, want)
+  run = pathlib.Path(two.run_dir)
+  # One process writes: one metrics file, one record per step, made of
+  # each process's part.
+  assert sorted(p.name for p in run.iterdir()) == ["all", "checkpoints",
+                                                    "store"]
+  assert len((run / "all" / "metrics.jsonl").read_text().splitlines()) == (
+      len((pathlib.Path(one.run_dir) / "all" / "metrics.jsonl")
+          .read_text().splitlines()))
+  steps = run / "store" / "steps"
+  assert sorted(p.name for p in steps.iterdir()) == ["0000000000",
+                                                     "0000000001"]
+  for step in ("0000000000", "0000000001"):
+    meta = json.loads((steps / step / "meta.json").read_text())
+    assert meta["parts"] == 2
+    assert sorted(p.name for p in (run / "store" / "parts" / step).iterdir()
+                  ) == ["00000", "00001"]
+  # One process restores what two saved: the weights the sub side
+  # published after its last update.
+  from mgrpo_jax.runtime.checksum import checksum as weights_checksum
+  from mgrpo_jax.train.trained import load_trained
+  sub, _, step = load_trained(run / "checkpoints" / "sub")
+  assert step == 2
+  assert weights_checksum(nnx.state(sub)) == (
+      want[2]["weights/published_checksum"])
+
+
+def _start_two(tmp_path, path, name, *flags):
+  """Two processes of one role, started; returns [(Popen, log path)]."""
+  from processes_test_utils import free_port
+  coordinator = f"127.0.0.1:{free_port()}"
+  procs = []
+  for i in range(2):
+    log = tmp_path / f"{name}_{i}.log"
+    with open(log, "w") as out:
+      procs.append((subprocess.Popen(
+          [sys.executable, "-m", "mgrpo_jax.main", "--config", str(path),
+           "--distributed=explicit", f"--coordinator_address={coordinator}",
+           "--num_processes=2", f"--process_id={i}", *flags], cwd=ROOT,
+          env=_env(tmp_path, 2), stdout=out, stderr=subprocess.STDOUT),
+                    log))
+  return procs
+
+
+def _wait_logged(config, step: int, procs, timeout_s: float = TIMEOUT_S):
+  import time
+  from trainer_test_utils import logged_step
+  metrics = pathlib.Path(config.run_dir) / "all" / "metrics.jsonl"
+  deadline = time.monotonic() + timeout_s
+  while logged_step(metrics) < step:
+    for proc, log in procs:
+      assert proc.poll() is None, log.read_text()[-3000:]
+    assert time.monotonic() < deadline, f"step {step} never logged"
+    time.sleep(0.5)
+
+
+def test_both_processes_killed_after_a_step_resume_exactly(tmp_path):
+  import signal
+  ref, ref_path = _config(tmp_path, "ref", steps=3)
+  _one(tmp_path, ref_path)
+  killed, path = _config(tmp_path, "killed", steps=3)
+  procs = _start_two(tmp_path, path, "first")
+  try:
+    _wait_logged(killed, 1, procs)
+  finally:
+    for proc, _ in procs:
+      proc.send_signal(signal.SIGKILL)
+      proc.wait(timeout=60)
+  _two(tmp_path, path, "again")
+  want = by_step(MetricsWriter.read(pathlib.Path(ref.run_dir) / "all"))
+  got = by_step(MetricsWriter.read(pathlib.Path(killed.run_dir) / "all"))
+  assert sorted(got) == [0, 1, 2, 3]
+  assert_same_figures(want, got)
+
+
+def test_main_and_sub_roles_each_over_two_processes_meet_in_the_store(
+    tmp_path):
+  """--role=main on two processes and --role=sub on two others (two
+  distributed systems, sharing only the store) train what one process
+  with --role=all trains."""
+  import threading
+  ref, ref_path = _config(tmp_path, "ref", steps=2)
+  _one(tmp_path, ref_path)
+  roles, path = _config(tmp_path, "roles", steps=2)
+  results = {}
+  threads = [threading.Thread(target=lambda role=role: results.update(
+      {role: _two(tmp_path, path, role, f"--role={role}")}))
+             for role in ("main", "sub")]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert sorted(results) == ["main", "sub"]
+  want = by_step(MetricsWriter.read(pathlib.Path(ref.run_dir) / "all"))
+  run = pathlib.Path(roles.run_dir)
+  for role in ("main", "sub"):
+    got = by_step(MetricsWriter.read(run / role))
+    assert sorted(got) == [0, 1, 2], role
+    for step, figures in got.items():
+      for key, value in figures.items():
+        if key in ("sft/cached",) or key not in want[step]:
+          continue
+        assert value == pytest.approx(want[step][key], rel=1e-5,
+                                      abs=1e-7), (role, step, key)
+    assert "main/loss" in got[2] if role == "main" else "sub/loss" in got[2]
+
+
+def test_a_process_that_dies_stops_the_other_naming_it(tmp_path):
+  """Process 1 is SIGKILLed after step 1 is logged; process 0 stops (no
+  hang) within the heartbeat bound, naming process 1 (in our runs it was
+  in the step's checkpoint barrier: JAX's heartbeat message), and the
+  committed checkpoints stay for a restart."""
+  import signal
+  import time
+  config, path = _config(tmp_path, "dies", steps=4)
+  procs = _start_two(tmp_path, path, "dies", "--heartbeat_timeout_s=10")
+  try:
+    _wait_logged(config, 1, procs)
+    procs[1][0].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    code = procs[0][0].wait(timeout=120)
+    took = time.monotonic() - killed
+  finally:
+    for proc, _ in procs:
+      if proc.poll() is None:
+        proc.kill()
+  output = procs[0][1].read_text(errors="replace")
+  assert code != 0, output[-3000:]
+  assert took < 90, took
+  assert ("process(es) [1] stopped answering" in output
+          or "Task 1 heartbeat timeout" in output), output[-3000:]
+  assert (pathlib.Path(config.run_dir) / "checkpoints" / "main" / "0"
+          / "commit_success.txt").is_file()
