@@ -76,9 +76,26 @@ def test_no_test_helper_in_the_package():
   assert not (PACKAGE / "training").exists()
 
 
-def test_readme_layout_names_every_module():
+def test_every_module_is_named_where_readme_points():
+  """README's Layout names every package and entry point; each package's
+  __init__.py docstring (where README points) names each of its modules."""
+  import ast  # pylint: disable=g-import-not-at-top
   readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
   section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
-  missing = [str(p.relative_to(PACKAGE)) for p in _modules()
-             if p.name != "__init__.py" and p.name not in section]
-  assert not missing, f"README's Layout section lacks {missing}"
+  missing = []
+  for path in _modules():
+    if path.name == "__init__.py":
+      continue
+    parts = path.relative_to(PACKAGE).parts
+    if len(parts) == 1:  # An entry point (main.py, reproduce_*.py).
+      stem = path.stem.split("_")[0]
+      if path.name not in section and f"{stem}*.py" not in section:
+        missing.append(f"README Layout: {path.name}")
+      continue
+    if f"{parts[0]}/" not in section:
+      missing.append(f"README Layout: {parts[0]}/")
+    init = PACKAGE / parts[0] / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    if path.name not in doc and path.stem not in doc.split():
+      missing.append(f"{parts[0]}/__init__.py docstring: {path.name}")
+  assert not missing, f"modules not named: {sorted(set(missing))}"

@@ -16,6 +16,8 @@ and the M-GRPO trainer (the only package that holds optimizers).
                   agent
   side.py         one process of a run: meshes, store, learners, samplers,
                   steps
+  shards.py       a step's rollouts split over the processes of the main
+                  role, and joined again
   trainer.py      the step loop, metrics, checkpoints
   trained.py      a run's trained agent from its checkpoints (evaluate)
   run_checks.py   every field of a training config, before any compute
