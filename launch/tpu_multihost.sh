@@ -36,18 +36,21 @@
 # version, e.g. v2-alpha-tpuv5-lite for v5e), the repository at ~/mgrpo_jax
 # on every host, and a bucket both VMs' service account can read and write
 # (the store's gs:// backend uses gcsfs with the VM's default credentials).
-# RUN_DIR is each host's own (metrics of its role, checkpoints of the agents
-# it trains); a STORE_ROOT that is not gs:// is accepted with a warning
-# (every host must see it). DISTRIBUTED=auto and explicit make one role's
-# processes on several hosts one JAX distributed system
-# (mgrpo_jax/runtime/distributed.py); the trainer does not run a role over
-# several processes yet and stops with "error: --role=sub runs as process 0
-# of 4 (--distributed): the trainer runs each role as one process so far
-# ...", so today each role runs on one host.
+# DISTRIBUTED=auto and explicit make one role's processes on several hosts
+# one JAX distributed system (mgrpo_jax/runtime/distributed.py): each host
+# rolls out its own share of the step's questions (train.rollout_shards),
+# the learners span every host's chips, process 0 writes the metrics and
+# the store's records. Orbax checkpoints hold every host's shards, so a
+# role over several hosts needs a RUN_DIR all its hosts share (a mounted
+# shared filesystem; a gs:// RUN_DIR is not supported yet: metrics are
+# appended to local files). With DISTRIBUTED=off RUN_DIR is the host's own.
+# A STORE_ROOT that is not gs:// is accepted with a warning (every host
+# must see it).
 #
 # Tested (tests/launch_test.py, in the slow run: half a minute to a minute
 # on 2 cores): both roles on localhost, each a one-process JAX distributed
-# system (DISTRIBUTED=explicit), through a local store. Untested, for want
+# system (DISTRIBUTED=explicit), through a local store; a role over two
+# processes of two CPU devices each, in tests/multihost_test.py (slow). Untested, for want
 # of TPUs, a bucket and several hosts: any run on a TPU, DISTRIBUTED=auto
 # (JAX's TPU detection) and explicit across real hosts (only localhost), a
 # gs:// store on real GCS between hosts (the store's gs:// backend is tested

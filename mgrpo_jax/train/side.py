@@ -20,7 +20,17 @@ that the main side samples with the very weights the sub side published; it
 runs with `bash launch/test_slow.sh`, as does one M-GRPO step of
 configs/smollm2.py (the two together took 209 s on an AMD EPYC family 25
 model 17, 2026-12-03, before that step had a warm start; neither is in the
-default run)."""
+default run).
+A role may also run as several processes of one JAX distributed system
+(`--distributed`, the hosts of a TPU slice): each process rolls out its
+shard of the step's questions on its own devices (train/shards.py,
+`mesh.<agent>.sampler_devices`), writes its part of the step's store
+record, and joins the others in the learners' collectives; the step's
+figures, skip decisions and resume step are the same in every process
+(runtime/processes.py), and process 0 alone writes metrics, outcomes and
+the model card. tests/multihost_test.py (slow) checks that 2 processes x 2
+devices log exactly what 1 process x 4 devices does.
+"""
 
 from __future__ import annotations
 
