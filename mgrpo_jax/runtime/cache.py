@@ -8,8 +8,8 @@ synthetic world's tfds files, XLA compilations).
 `write_entry` builds an entry in a temporary folder beside its target and
 renames it into place, so a reader never sees half an entry; when two
 processes build the same entry at once, the first rename wins and the other
-uses its copy (never moving it from under a reader). Imports only the standard library (data/world_builder.py
-uses it without loading JAX).
+uses its copy (never moving it from under a reader). Imports only the
+standard library (data/world_builder.py uses it without loading JAX).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import numpy as np
 from mgrpo_jax.agents.rewards import Scores
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.config_checks import ConfigError
+from mgrpo_jax.train.evaluator import roll_out, rollout_figures
 
 FIELD = "train.rollout_shards"
 
@@ -109,3 +110,37 @@ def gather_scores(name: str, scores: Scores) -> Scores:
     return scores
   parts = processes.gather(name, to_json(scores))
   return Scores.concatenate([from_json(p) for p in parts])
+
+
+def rollout_step(controller, tasks, group_size, key, weights, *,
+                 plan: Shards | None = None):
+  """Rolls out and scores this process's shards of the step's `tasks`
+  (train/shards.py; default: one shard, all of them), one after another
+  (train/evaluator.py); returns (its rollouts, its scores, the whole
+  step's scores, the step's rollout metrics)."""
+  plan = plan or Shards(1, (0,), len(tasks))
+  runs = [roll_out(controller, plan.tasks(tasks, s), group_size,
+                   plan.key(key, s), weights) for s in plan.mine]
+  rollouts = [row for run in runs for row in run.rollouts]
+  scores = Scores.concatenate([run.scores for run in runs])
+  step_scores = gather_scores("rollout scores", scores)
+  generated, seconds = (sum(run.figures[f] for run in runs)
+                        for f in ("generated_tokens", "seconds"))
+  if processes.count() > 1:  # The step's tokens, its slowest process' time.
+    every = processes.gather("rollout time", [generated, seconds])
+    generated = sum(g for g, _ in every)
+    seconds = max(s for _, s in every)
+  f = rollout_figures(step_scores, generated, seconds)
+  metrics = {
+      "main/reward": f["reward"],
+      "main/accuracy": f["accuracy"],
+      "main/format": f["format"],
+      "sub/calls_per_rollout": float(step_scores.sub_calls.mean()),
+      "rollout/generated_tokens": f["generated_tokens"],
+      "time/rollout": f["seconds"],
+      "rollout/tokens_per_second": f["tokens_per_second"],
+  }
+  if "sub_reward" in f:
+    metrics["sub/reward"] = f["sub_reward"]
+    metrics["sub/format"] = f["sub_format"]
+  return rollouts, scores, step_scores, metrics

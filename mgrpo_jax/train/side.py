@@ -42,7 +42,7 @@ import jax
 import ml_collections
 
 from mgrpo_jax.agents.diagnostics import Grader
-from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
+from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
 from mgrpo_jax.models import sharding
 from mgrpo_jax.runtime import checkpoints, meshes, processes
@@ -52,47 +52,12 @@ from mgrpo_jax.train import batches
 from mgrpo_jax.train.data import identity as data_identity
 from mgrpo_jax.train.data import load_data
 from mgrpo_jax.train import shards as shards_lib
-from mgrpo_jax.train.evaluator import (evaluate, prefixed, roll_out,
-                                       rollout_figures, weights_of)
+from mgrpo_jax.train.evaluator import evaluate, prefixed, weights_of
 from mgrpo_jax.train.learner import Learner, LearnerConfig
 from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
 from mgrpo_jax.train.warm_start import check_demonstrations
-
-
-def rollout_step(controller, tasks, group_size, key, weights, *,
-                 plan: shards_lib.Shards | None = None):
-  """Rolls out and scores this process's shards of the step's `tasks`
-  (train/shards.py; default: one shard, all of them), one after another
-  (train/evaluator.py); returns (its rollouts, its scores, the whole
-  step's scores, the step's rollout metrics)."""
-  plan = plan or shards_lib.Shards(1, (0,), len(tasks))
-  runs = [roll_out(controller, plan.tasks(tasks, s), group_size,
-                   plan.key(key, s), weights) for s in plan.mine]
-  rollouts = [row for run in runs for row in run.rollouts]
-  scores = Scores.concatenate([run.scores for run in runs])
-  step_scores = shards_lib.gather_scores("rollout scores", scores)
-  generated, seconds = (sum(run.figures[f] for run in runs)
-                        for f in ("generated_tokens", "seconds"))
-  if processes.count() > 1:  # The step's tokens, its slowest process' time.
-    every = processes.gather("rollout time", [generated, seconds])
-    generated = sum(g for g, _ in every)
-    seconds = max(s for _, s in every)
-  f = rollout_figures(step_scores, generated, seconds)
-  metrics = {
-      "main/reward": f["reward"],
-      "main/accuracy": f["accuracy"],
-      "main/format": f["format"],
-      "sub/calls_per_rollout": float(step_scores.sub_calls.mean()),
-      "rollout/generated_tokens": f["generated_tokens"],
-      "time/rollout": f["seconds"],
-      "rollout/tokens_per_second": f["tokens_per_second"],
-  }
-  if "sub_reward" in f:
-    metrics["sub/reward"] = f["sub_reward"]
-    metrics["sub/format"] = f["sub_format"]
-  return rollouts, scores, step_scores, metrics
 
 
 def learner_config(config, agent: str) -> LearnerConfig:
@@ -337,7 +302,7 @@ class Side:
     self.sync_subs(step)
     metrics["time/weights"] = time.perf_counter() - start
     tasks = self.data.batch(step, c.questions_per_step)
-    rollouts, scores, step_scores, rollout_metrics = rollout_step(
+    rollouts, scores, step_scores, rollout_metrics = shards_lib.rollout_step(
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
         self.weights, plan=self.shards)
     metrics.update(rollout_metrics)
