@@ -48,10 +48,15 @@ def _one(tmp_path, path, *flags) -> None:
   assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _two(tmp_path, path, name, *flags, expect=0):
+def _two(tmp_path, path, name, *flags, expect=0, own_caches=False):
+  """Two processes of one role to the end; `own_caches`: each its own
+  cache folder (as on two hosts), else the test's."""
   log_dir = tmp_path / f"{name}_logs"
   log_dir.mkdir(exist_ok=True)
+  cache = lambda i: ([f"MGRPO_JAX_CACHE={tmp_path / f'{name}_cache_{i}'}"]
+                     if own_caches else [])
   results = run_processes(lambda i, coordinator: [
+      "env", *cache(i),
       sys.executable, "-m", "mgrpo_jax.main", "--config", str(path),
       "--distributed=explicit", f"--coordinator_address={coordinator}",
       "--num_processes=2", f"--process_id={i}", *flags], 2,
@@ -65,9 +70,19 @@ def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
   one, one_path = _config(tmp_path, "one", steps=2)
   two, two_path = _config(tmp_path, "two", steps=2)
   _one(tmp_path, one_path)
-  results = _two(tmp_path, two_path, "two")
+  # As on two hosts (a cache each): process 0 has the warm start (the one
+  # run's: SFT on 2 devices of a process rounds differently from SFT on 4)
+  # and shares it through the store; process 1 copies it, never trains.
+  import shutil
+  shutil.copytree(tmp_path / "cache" / "warm_starts",
+                  tmp_path / "two_cache_0" / "warm_starts")
+  results = _two(tmp_path, two_path, "two", "--verbosity=1",
+                 own_caches=True)
   for i, (_, output) in enumerate(results):
     assert f"jax.distributed: process {i} of 2: 2 of 4 devices local" in output
+  assert "warm start: reusing" in results[0][1]
+  assert "warm start: SFT of a" not in results[1][1]
+  assert "process 1: warm start: copied from the store" in results[1][1]
   want = by_step(MetricsWriter.read(pathlib.Path(one.run_dir) / "all"))
   got = by_step(MetricsWriter.read(pathlib.Path(two.run_dir) / "all"))
   assert sorted(got) == sorted(want) == [0, 1, 2]

@@ -532,3 +532,28 @@ def test_bad_parts_are_refused(tmp_path, call, match):
   store = store_lib.open_store(str(tmp_path / "store"))
   with pytest.raises(store_lib.StoreError, match=match):
     call(store)
+
+
+def test_a_shared_warm_start_is_copied_whole_once(backend, tmp_path):
+  """A role over several hosts: process 0 shares the warm start it
+  trained, the others copy it into their own caches."""
+  store = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  trained = tmp_path / "trained"
+  trained.mkdir()
+  (trained / "model.safetensors").write_bytes(b"\x00\x01weights" * 100)
+  (trained / "sft.json").write_text('{"sft/steps": 2}')
+  copy = tmp_path / "copy"
+  copy.mkdir()
+  assert not store.copy_warm_start("abc123", copy)
+  store.share_warm_start("abc123", trained)
+  (trained / "sft.json").write_text("changed")
+  store.share_warm_start("abc123", trained)  # The first is kept.
+  reader = store_lib.open_store(backend.root, fingerprint=FINGERPRINT)
+  assert reader.copy_warm_start("abc123", copy)
+  assert sorted(p.name for p in copy.iterdir()) == ["model.safetensors",
+                                                    "sft.json"]
+  assert (copy / "sft.json").read_text() == '{"sft/steps": 2}'
+  assert (copy / "model.safetensors").read_bytes() == (
+      b"\x00\x01weights" * 100)
+  with pytest.raises(store_lib.StoreError, match="key='../x'"):
+    store.share_warm_start("../x", trained)

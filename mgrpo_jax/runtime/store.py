@@ -15,6 +15,8 @@ training"). It holds two kinds of data under one root:
                                      written before process 0 commits the
                                      step (its meta.json says how many)
   <root>/weights/<agent>/<step>/   one Orbax checkpoint per published version
+  <root>/warm_starts/<key>/        a role over several processes: the warm
+                                   start process 0 trained, for the others
 
 The root is a local (or shared-file-system) directory, or `gs://bucket/prefix`.
 Both backends give the same guarantee: a reader never sees half a step.
@@ -53,6 +55,7 @@ process wrote or deleted.
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import time
 from typing import Any, Callable
@@ -74,6 +77,8 @@ from mgrpo_jax.runtime.store_files import (STALE_TEMPORARY_AGE_S, Files,
 
 _STEPS = "steps"
 _PARTS = "parts"
+_WARM_STARTS = "warm_starts"
+_MANIFEST = "MANIFEST.json"  # A shared folder's file names.
 PARTS_KEY = "parts"  # A step's meta: how many per-process parts it has.
 _WEIGHTS = "weights"
 _ARRAYS = "arrays.npz"
@@ -82,6 +87,13 @@ _STEP_DIGITS = 10  # Zero-padded step directories list in step order.
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DELETED_BY = ("old versions are deleted by the writer's int keep_weights or "
                "by prune_weights")
+
+
+def _checked_key(key: str) -> str:
+  if not isinstance(key, str) or not _AGENT_NAME.fullmatch(key):
+    raise StoreError(f"key={key!r}: expected a name of letters, digits, "
+                     "'_', '.' and '-'.")
+  return key
 
 
 def _part_name(part: int) -> str:
@@ -272,6 +284,37 @@ class Store:
     except CORRUPT as e:
       raise StoreError(f"step {step}: {url} is corrupt or truncated "
                        f"({type(e).__name__}: {e}); {fix}") from e
+
+  # -- shared folders ------------------------------------------------------
+
+  def share_warm_start(self, key: str, folder: pathlib.Path) -> None:
+    """Shares the files of `folder` (a warm start process 0 trained) as
+    warm start `key`, for the role's processes on other hosts; once per
+    key (a later call with the key keeps the first)."""
+    path = f"{_WARM_STARTS}/{_checked_key(key)}"
+    if self._files.is_committed(path):
+      return
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+             if p.is_file()}
+    files[_MANIFEST] = encode_json({"files": sorted(files)}, "manifest")
+    self._write_fingerprint()
+    self._files.write_dir(path, files)
+
+  def copy_warm_start(self, key: str, folder: pathlib.Path) -> bool:
+    """Writes warm start `key`'s files into `folder`; False when the store
+    has no such warm start."""
+    path = f"{_WARM_STARTS}/{_checked_key(key)}"
+    if not self._files.is_committed(path):
+      return False
+    names = decode_json(self._files.read(f"{path}/{_MANIFEST}"))["files"]
+    for name in names:
+      data = self._files.read(f"{path}/{name}")
+      if data is None:
+        raise StoreError(f"{self._files.url(f'{path}/{name}')} is gone "
+                         "although its warm start is committed; delete "
+                         f"{self._files.url(path)} and start again.")
+      (folder / name).write_bytes(data)
+    return True
 
   # -- weights -------------------------------------------------------------
 

@@ -151,7 +151,7 @@ class Side:
     # One resume decision for every process of the role: process 0's.
     self.resume_step = processes.broadcast("resume step", self._common_step())
     self.tok, models, self.sft_metrics = build_models(
-        config, self.meshes, self.data, built, log=log)
+        config, self.meshes, self.data, built, log=log, store=self.store)
     if self.ckpt and processes.primary():  # Lets evaluate --checkpoint
       # rebuild the trained model.
       from mgrpo_jax.train.trained import write_model_card

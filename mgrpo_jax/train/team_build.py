@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import ml_collections
 
 from mgrpo_jax.agents.team import sub_kinds
+from mgrpo_jax.runtime import processes
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.train.data import Data, is_synthetic
 
@@ -20,7 +21,7 @@ def agents_section(config) -> ml_collections.ConfigDict:
 
 
 def build_models(config, meshes, data: Data, names: Sequence[str], *,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, store=None):
   """(tokenizer, {agent name: model} for `names`, SFT figures). The model
   (the tiny one built from scratch, or a pretrained checkpoint) is
   warm-started once for the whole team by SFT on demonstrations
@@ -28,7 +29,9 @@ def build_models(config, meshes, data: Data, names: Sequence[str], *,
   its own mesh. Without SFT (sft.steps 0), a pretrained checkpoint is every
   agent's start as it is, and tiny agent i of ["main", *sub kinds] starts
   from seed + i. A resumed run builds the warm start too: it is the frozen
-  sub-agent and the KL reference."""
+  sub-agent and the KL reference. A role over several processes trains
+  the warm start once, in process 0, and shares it through `store`
+  (`_shared_warm_start`)."""
   from mgrpo_jax.models import build
   from mgrpo_jax.models.loading import load_model
   from mgrpo_jax.data.task import TaskSet
@@ -66,8 +69,43 @@ def build_models(config, meshes, data: Data, names: Sequence[str], *,
       return tok, models, {}
   taskset = TaskSet("sft", data.train[:config.sft.questions],
                     data.documents)
-  directory, figures = warm_started(config, taskset, tok, model_config,
-                                    agents, log=log, initial=initial)
+  train = lambda: warm_started(config, taskset, tok, model_config, agents,
+                               log=log, initial=initial)
+  directory, figures = (train() if store is None or processes.count() == 1
+                        else _shared_warm_start(config, store, train, log))
   for name in names:
     models[name] = load_model(directory, mesh=meshes[name])[0]
   return tok, models, figures
+
+
+# How long the role's other processes wait for process 0's warm start (its
+# SFT may take hours at scale; a process 0 that dies ends them sooner,
+# runtime/distributed.py).
+WARM_START_WAIT_S = 24 * 3600.0
+
+
+def _shared_warm_start(config, store, train: Callable[[], tuple],
+                       log: Callable[[str], None]):
+  """(directory, figures) of the warm start in every process of the role:
+  process 0 trains it (or finds it in its cache) and shares its files
+  through the store; the others wait, then copy them into their own cache
+  (hosts do not share one) unless it holds them already."""
+  import json
+  from mgrpo_jax.runtime.cache import write_entry
+  from mgrpo_jax.train.warm_start import (FIGURES, warm_start_dir,
+                                          warm_start_key)
+  key = warm_start_key(config)
+  if processes.primary():
+    directory, figures = train()
+    store.share_warm_start(key, directory)
+  processes.barrier("warm start shared", timeout_s=WARM_START_WAIT_S)
+  if processes.primary():
+    return directory, figures
+  directory = warm_start_dir(config)
+  if not (directory / FIGURES).is_file():
+    write_entry(directory, lambda folder: store.copy_warm_start(key, folder),
+                is_complete=lambda d: (d / FIGURES).is_file())
+    log(f"warm start: copied from the store into {directory} (process 0 "
+        "of the role trained it)")
+  figures = json.loads((directory / FIGURES).read_text())
+  return directory, {**figures, "sft/cached": 1.0}

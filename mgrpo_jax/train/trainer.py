@@ -102,9 +102,12 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   """Trains for `config.train.steps` steps (resuming from checkpoints);
   returns the last logged metrics."""
   count_compilations()
-  # One process of a role writes its metrics, progress and log lines.
+  # One process of a role writes its metrics, progress and log lines; the
+  # others' lines are details (shown with --verbosity=1).
   primary = processes.primary()
-  log = log if primary else lambda _: None
+  if not primary:
+    from mgrpo_jax.runtime import logs  # pylint: disable=g-import-not-at-top
+    log = lambda line: logs.detail(f"process {processes.index()}: {line}")
   side = Side(config, role, log)
   c = config.train
   key = jax.random.key(config.seed)
