@@ -7,8 +7,10 @@ buckets. A leaf package: it imports nothing else of mgrpo_jax.
   processes.py       a role's processes: process 0 writes; barriers,
                      broadcasts, agreements (named timeouts)
   checksum.py        weights' checksum, exact on any layout
-  store.py           shared store (directory or gs://): step records, Orbax
-                     weights
+  store.py           shared store (directory or gs://): step records (whole
+                     or in per-process parts), shared warm starts
+  store_weights.py   the store's published weights (Orbax, one version per
+                     step)
   store_files.py     the store's local and gs:// file backends (atomic
                      writes)
   store_codec.py     step records as bytes (.npz, JSON), the run fingerprint

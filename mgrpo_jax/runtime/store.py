@@ -56,16 +56,13 @@ from __future__ import annotations
 
 import json
 import pathlib
-import re
 import time
 from typing import Any, Callable
 
-import jax
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 
-from mgrpo_jax.runtime.checkpoints import multiprocess_options
 from mgrpo_jax.runtime.store_codec import (CORRUPT, FINGERPRINT,
                                            check_fingerprint, decode_arrays,
                                            decode_json, encode_arrays,
@@ -74,23 +71,20 @@ from mgrpo_jax.runtime.store_codec import (CORRUPT, FINGERPRINT,
 from mgrpo_jax.runtime.store_files import (STALE_TEMPORARY_AGE_S, Files,
                                            GcsFiles, LocalFiles, StoreError,
                                            StoreTimeout)
+from mgrpo_jax.runtime.store_weights import (AGENT_NAME, PublishedWeights,
+                                             step_name)
 
 _STEPS = "steps"
 _PARTS = "parts"
 _WARM_STARTS = "warm_starts"
 _MANIFEST = "MANIFEST.json"  # A shared folder's file names.
 PARTS_KEY = "parts"  # A step's meta: how many per-process parts it has.
-_WEIGHTS = "weights"
 _ARRAYS = "arrays.npz"
 _META = "meta.json"
-_STEP_DIGITS = 10  # Zero-padded step directories list in step order.
-_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_DELETED_BY = ("old versions are deleted by the writer's int keep_weights or "
-               "by prune_weights")
 
 
 def _checked_key(key: str) -> str:
-  if not isinstance(key, str) or not _AGENT_NAME.fullmatch(key):
+  if not isinstance(key, str) or not AGENT_NAME.fullmatch(key):
     raise StoreError(f"key={key!r}: expected a name of letters, digits, "
                      "'_', '.' and '-'.")
   return key
@@ -104,16 +98,7 @@ def _part_name(part: int) -> str:
   return f"{int(part):05d}"
 
 
-def _step_name(step: int) -> str:
-  if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-    raise StoreError(f"step={step!r}: expected a non-negative integer.")
-  if step < 0:
-    raise StoreError(f"step={step}: expected a non-negative integer.")
-  return f"{int(step):0{_STEP_DIGITS}d}"
-
-
-
-class Store:
+class Store(PublishedWeights):
   """Step records and published weights under one root. See module doc."""
 
   def __init__(self, files: Files, keep_weights: int | None,
@@ -157,7 +142,7 @@ class Store:
       StoreError: bad input, the step was already written, or a part is
         missing.
     """
-    name = _step_name(step)
+    name = step_name(step)
     if PARTS_KEY in meta:
       raise StoreError(f"meta key {PARTS_KEY!r} is the store's own (how "
                        "many parts a step has); pass parts= instead.")
@@ -183,7 +168,7 @@ class Store:
     (a role over several processes: each writes its own, then process 0
     commits the step with `write_step(..., parts=n)`). A part is written
     once; readers see it only through its committed step."""
-    name = _step_name(step)
+    name = step_name(step)
     path = f"{_PARTS}/{name}/{_part_name(part)}"
     self._write_fingerprint()
     if self._files.is_committed(path):
@@ -194,20 +179,20 @@ class Store:
   def has_part(self, step: int, part: int) -> bool:
     """Whether process `part`'s share of step `step` is written."""
     return self._files.is_committed(
-        f"{_PARTS}/{_step_name(step)}/{_part_name(part)}")
+        f"{_PARTS}/{step_name(step)}/{_part_name(part)}")
 
   def read_parts(self, step: int, meta: dict[str, Any]
                  ) -> list[dict[str, np.ndarray]]:
     """The parts of committed step `step` (`meta` is its meta, from
     `read_step`), in part order; [] for a step written whole."""
-    name = _step_name(step)
+    name = step_name(step)
     return [self._decode_file(step, f"{_PARTS}/{name}/{_part_name(p)}/"
                               f"{_ARRAYS}", decode_arrays, top=True)
             for p in range(int(meta.get(PARTS_KEY, 0)))]
 
   def has_step(self, step: int) -> bool:
     """Whether step `step` is committed (readable in full)."""
-    return self._files.is_committed(f"{_STEPS}/{_step_name(step)}")
+    return self._files.is_committed(f"{_STEPS}/{step_name(step)}")
 
   def latest_step(self) -> int | None:
     """The highest committed step, or None if there is none."""
@@ -237,7 +222,7 @@ class Store:
       StoreTimeout: the step was not committed within `timeout_s`.
       StoreError: the step's files are gone or corrupt (naming the file).
     """
-    directory = f"{_STEPS}/{_step_name(step)}"
+    directory = f"{_STEPS}/{step_name(step)}"
     for field, value in (("poll_s", poll_s),
                          ("status_every_s", status_every_s)):
       if not value > 0:
@@ -267,11 +252,11 @@ class Store:
                    ) -> Any:
     """Reads and decodes one file of committed step `step` (`file_name`
     under the root with `top`, else in the step's directory)."""
-    directory = f"{_STEPS}/{_step_name(step)}"
+    directory = f"{_STEPS}/{step_name(step)}"
     path = file_name if top else f"{directory}/{file_name}"
     url = self._files.url(path)
     data = self._files.read(path)
-    extra = (f" and {self._files.url(f'{_PARTS}/{_step_name(step)}')}"
+    extra = (f" and {self._files.url(f'{_PARTS}/{step_name(step)}')}"
              if top else "")
     fix = (f"delete the step directory {self._files.url(directory)}{extra} "
            "(on gs://, every object under it) to have the main side write "
@@ -315,139 +300,6 @@ class Store:
                          f"{self._files.url(path)} and start again.")
       (folder / name).write_bytes(data)
     return True
-
-  # -- weights -------------------------------------------------------------
-
-  def _weights_dir(self, agent: str) -> str:
-    if not isinstance(agent, str) or not _AGENT_NAME.fullmatch(agent):
-      raise StoreError(f"agent={agent!r}: expected a name of letters, digits, "
-                       "'_', '.' or '-'.")
-    return self._files.url(f"{_WEIGHTS}/{agent}")
-
-  def _weight_writer(self, agent: str) -> ocp.CheckpointManager:
-    """The manager that publishes (and deletes) `agent`'s weights."""
-    writer = self._weight_writers.get(agent)
-    if writer is None:
-      writer = ocp.CheckpointManager(
-          self._weights_dir(agent),
-          options=ocp.CheckpointManagerOptions(
-              max_to_keep=self._keep_weights, create=True,
-              enable_async_checkpointing=False,
-              multiprocessing_options=multiprocess_options(
-                  f"store.publish.{agent}")))
-      self._weight_writers[agent] = writer
-    return writer
-
-  def publish_weights(self, agent: str, step: int, params: Any) -> None:
-    """Saves `params` (a pytree of arrays) as `agent`'s weights at `step`.
-
-    Blocks until the version is committed; then, if `keep_weights` is an
-    int, deletes all but the last `keep_weights` versions. Steps must
-    increase from one call to the next.
-    """
-    _step_name(step)
-    writer = self._weight_writer(agent)
-    latest = writer.latest_step()
-    if latest is not None and step <= latest:
-      raise StoreError(f"weights of agent {agent!r}: step={step} is not after "
-                       "the latest published step "
-                       f"{latest} in {self._weights_dir(agent)}.")
-    self._write_fingerprint()
-    writer.save(int(step), args=ocp.args.StandardSave(params), force=True)
-    writer.wait_until_finished()
-
-  def prune_weights(self, agent: str, keep_from: int,
-                    keep_newest: int = 0) -> list[int]:
-    """Deletes `agent`'s versions older than `keep_from`, but never any of
-    the `keep_newest` newest; returns the deleted steps, ascending.
-
-    For the trainer, which knows the oldest version a resume from its kept
-    checkpoints needs; call it in the process that publishes `agent`'s
-    weights. Readers re-list, so deletions never break them.
-    """
-    for field, value in (("keep_from", keep_from),
-                         ("keep_newest", keep_newest)):
-      if not is_count(value):
-        raise StoreError(f"{field}={value!r}: expected a non-negative "
-                         "integer.")
-    writer = self._weight_writer(agent)
-    self._files.forget_listings()
-    writer.reload()
-    steps = sorted(writer.all_steps())
-    newest = steps[max(len(steps) - keep_newest, 0):]
-    deleted = [s for s in steps if s < keep_from and s not in newest]
-    for step in deleted:
-      writer.delete(step)
-    return deleted
-
-  def _weight_reader(self, agent: str) -> ocp.CheckpointManager | None:
-    """A read-only manager over `agent`'s weights, re-listed from storage."""
-    directory = self._weights_dir(agent)
-    self._files.forget_listings()
-    reader = self._weight_readers.get(agent)
-    if reader is None:
-      if not ocp.utils.checkpoint_steps(directory):
-        return None
-      reader = ocp.CheckpointManager(
-          directory, item_handlers=ocp.PyTreeCheckpointHandler(),
-          options=ocp.CheckpointManagerOptions(
-              read_only=True, create=False, save_interval_steps=0,
-              multiprocessing_options=multiprocess_options(
-                  f"store.read.{agent}")))
-      self._weight_readers[agent] = reader
-    else:
-      reader.reload()
-    return reader
-
-  def latest_weights_step(self, agent: str) -> int | None:
-    """The newest committed version of `agent`'s weights, or None."""
-    reader = self._weight_reader(agent)
-    return None if reader is None else reader.latest_step()
-
-  def load_weights(self, agent: str, step: int, target: Any = None) -> Any:
-    """Loads `agent`'s weights at `step`.
-
-    Args:
-      agent: the agent's name, as published.
-      step: a version listed by `latest_weights_step`.
-      target: optional pytree of the same structure whose leaves are
-        `jax.ShapeDtypeStruct`s (or arrays) with shardings: the weights are
-        restored onto those shardings and dtypes. Without it, plain host
-        numpy arrays in nested dicts.
-
-    Raises:
-      StoreError: no such version (never published, or already deleted by
-        the writer's `keep_weights` or by `prune_weights`).
-    """
-    _step_name(step)
-    reader = self._weight_reader(agent)
-    steps = [] if reader is None else list(reader.all_steps())
-    if step not in steps:
-      raise StoreError(
-          f"weights of agent {agent!r} at step {step} are not in "
-          f"{self._weights_dir(agent)} (available: {sorted(steps)}); "
-          f"{_DELETED_BY}.")
-    try:
-      if target is None:
-        metadata = reader.item_metadata(step)
-        tree = getattr(metadata, "tree", metadata)
-        restore_args = jax.tree.map(
-            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
-        args = ocp.args.PyTreeRestore(restore_args=restore_args)
-      else:
-        args = ocp.args.PyTreeRestore(
-            item=target,
-            restore_args=ocp.checkpoint_utils.construct_restore_args(target))
-      return reader.restore(step, args=args)
-    except (FileNotFoundError, ValueError) as e:
-      self._files.forget_listings()
-      reader.reload()
-      if step not in reader.all_steps():
-        raise StoreError(
-            f"weights of agent {agent!r} at step {step} were deleted while "
-            f"loading ({_DELETED_BY}); load the latest again.") from e
-      raise StoreError(f"could not load weights of agent {agent!r} at step "
-                       f"{step} from {self._weights_dir(agent)}: {e}") from e
 
   def close(self) -> None:
     """Waits for pending weight writes and releases Orbax's resources."""
