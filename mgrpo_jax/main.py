@@ -55,6 +55,10 @@ _COORDINATOR = flags.DEFINE_string(
 _NUM_PROCESSES = flags.DEFINE_integer(
     "num_processes", None,
     "With --distributed=explicit: how many processes run this role.")
+_DISTRIBUTED_TIMEOUT = flags.DEFINE_integer(
+    "distributed_timeout_s", 300,
+    "With --distributed: how long a process waits for the role's "
+    "coordinator and the other processes to join.", lower_bound=1)
 _HEARTBEAT = flags.DEFINE_integer(
     "heartbeat_timeout_s", distributed.HEARTBEAT_TIMEOUT_S,
     "With --distributed: a process of the role silent this long (dead, "
@@ -96,13 +100,16 @@ def main(argv: list[str]) -> None:
 
 def _join_processes() -> None:
   """jax.distributed.initialize as the flags ask (nothing with 'off'). An
-  error JAX raises (e.g. JAX already started) ends the run with one line,
-  exit 1; a coordinator that never answers is JAX's own abort after 300 s
-  (DEADLINE_EXCEEDED ... RegisterTask, exit 134)."""
+  error JAX raises (e.g. JAX already started), or an explicit coordinator
+  that does not answer within --distributed_timeout_s, ends the run with
+  one line, exit 1 (runtime/distributed.py)."""
   try:
     joined = distributed.initialize(
         _DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
-        _PROCESS_ID.value, heartbeat_timeout_s=_HEARTBEAT.value)
+        _PROCESS_ID.value, timeout_s=_DISTRIBUTED_TIMEOUT.value,
+        heartbeat_timeout_s=_HEARTBEAT.value)
+  except config_checks.ConfigError as e:  # No coordinator answered.
+    raise SystemExit(f"stopped: {e}") from e
   except (RuntimeError, ValueError) as e:
     raise SystemExit(
         f"stopped: jax.distributed.initialize (--distributed="

@@ -129,6 +129,28 @@ def test_bad_distributed_flags_are_one_line_exit_2(flags, line):
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+def test_a_coordinator_that_never_answers_is_one_line_within_the_timeout():
+  """Process 1 of 2 with nobody at the coordinator's address: one line
+  naming the flag, exit 1, after --distributed_timeout_s (not JAX's abort
+  after 300 s)."""
+  import time  # pylint: disable=g-import-not-at-top
+  from processes_test_utils import free_port  # pylint: disable=g-import-not-at-top
+  address = f"127.0.0.1:{free_port()}"
+  start = time.monotonic()
+  result = subprocess.run(
+      [sys.executable, "-m", "mgrpo_jax.main", "--config", "configs/toy.py",
+       "--distributed=explicit", f"--coordinator_address={address}",
+       "--num_processes=2", "--process_id=1", "--distributed_timeout_s=2"],
+      cwd=ROOT, env=child_env(), capture_output=True, text=True,
+      timeout=TIMEOUT_S)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert result.stderr.startswith(
+      f"stopped: --coordinator_address={address}: no coordinator answered "
+      "within 2 s"), result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+  assert time.monotonic() - start < 60
+
+
 def test_off_is_nothing_and_checks_come_first():
   assert distributed.initialize("off") is False
   with pytest.raises(ConfigError, match=r"--num_processes=0: expected an "

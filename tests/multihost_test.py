@@ -80,6 +80,12 @@ def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
                  own_caches=True)
   for i, (_, output) in enumerate(results):
     assert f"jax.distributed: process {i} of 2: 2 of 4 devices local" in output
+  for i, (_, output) in enumerate(results):  # Each process's placement.
+    assert (f"process {i} of 2 (--role=all): main on devices "
+            f"{[2 * i, 2 * i + 1]} of 4, samples on [{2 * i}]; sub on "
+            f"devices {[2 * i, 2 * i + 1]} of 4, samples on [{2 * i}]; "
+            f"rolls out shard(s) [{i}] of 2 (questions {i}-{i} of each "
+            "step)") in output, output[-3000:]
   assert "warm start: reusing" in results[0][1]
   assert "warm start: SFT of a" not in results[1][1]
   assert "process 1: warm start: copied from the store" in results[1][1]

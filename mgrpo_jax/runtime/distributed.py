@@ -19,9 +19,11 @@ role: the roles still meet only through the store), which
     hosts, or host groups JAX cannot detect; every process of the role
     gives the same address, process 0 serves it.
 Once joined, `mgrpo_jax.main` prints `jax.distributed: process I of N: L of D
-devices local (<platform>)`. A process whose coordinator never answers is
-ended by JAX itself after 300 s (`DEADLINE_EXCEEDED ... RegisterTask`, exit
-134).
+devices local (<platform>)`. With "explicit", a process other than 0 first
+waits up to `--distributed_timeout_s` (300 s) for something to listen at the
+coordinator's address and stops with one line naming the flag if nothing
+does; with "auto", a coordinator that never answers is JAX's own abort
+after that time (`DEADLINE_EXCEEDED ... RegisterTask`, exit 134).
 
 On CPU the processes' collectives go through gloo (TCP), the default of
 `jax_cpu_collectives_implementation` in jax 0.10; `initialize` selects it
@@ -104,6 +106,8 @@ def initialize(mode: str, coordinator_address: str | None = None,
   check_args(mode, coordinator_address, num_processes, process_id)
   if mode == "off":
     return False
+  if mode == "explicit" and process_id != 0:
+    wait_for_coordinator(coordinator_address, timeout_s)
   if jax.config.jax_cpu_collectives_implementation is None:
     jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
   if mode == "auto":
@@ -116,6 +120,31 @@ def initialize(mode: str, coordinator_address: str | None = None,
         initialization_timeout=timeout_s,
         heartbeat_timeout_seconds=heartbeat_timeout_s)
   return True
+
+
+def wait_for_coordinator(coordinator_address: str, timeout_s: float,
+                         poll_s: float = 1.0) -> None:
+  """Returns once something listens at `coordinator_address`; a
+  ConfigError naming the flag after `timeout_s` (JAX's own wait would end
+  the process with a C++ abort after its timeout). For the processes other
+  than 0, which serves the address."""
+  import socket  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  host, _, port = coordinator_address.rpartition(":")
+  deadline = time.monotonic() + timeout_s
+  while True:
+    try:
+      with socket.create_connection((host, int(port)), timeout=poll_s):
+        return
+    except OSError as e:
+      if time.monotonic() >= deadline:
+        raise ConfigError(
+            f"--coordinator_address={coordinator_address}: no coordinator "
+            f"answered within {timeout_s:g} s ({e}); expected process 0 of "
+            "the role listening there (is it running, on that host and "
+            "port, reachable through the firewall?). Raise "
+            "--distributed_timeout_s if it starts slowly.") from e
+      time.sleep(poll_s)
 
 
 def describe() -> str:

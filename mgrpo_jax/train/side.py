@@ -129,6 +129,9 @@ class Side:
     self.shards = (shards_lib.plan(config, processes.count(),
                                    processes.index())
                    if self.samples else None)
+    if processes.count() > 1:  # Every process's own line (a slice's check).
+      from mgrpo_jax.runtime import logs
+      logs.say(self._placement())
     # Before anything is written: a data file that cannot be read stops the
     # run here, with the store, checkpoints and caches untouched.
     self.data = load_data(config)
@@ -184,6 +187,24 @@ class Side:
           f"questions (e.g. {undecomposed[0].task_id!r}) have no "
           "decomposition, so only reports stating the final answer score")
     self.start_step = self._resume()
+
+  def _placement(self) -> str:
+    """Where this process computes: its devices of each agent's mesh, its
+    sampler devices and its rollout shards."""
+    mine = lambda mesh: sorted(d.id for d in mesh.devices.flat
+                               if d.process_index == processes.index())
+    parts = [f"{name} on devices {mine(mesh)} of {mesh.devices.size}"
+             + (f", samples on {mine(self.sampler_meshes[name])}"
+                if name in self.sampler_meshes else "")
+             for name, mesh in self.meshes.items()]
+    if self.shards is not None:
+      first = self.shards.first_question
+      last = first + len(self.shards.mine) * self.shards.questions - 1
+      parts.append(f"rolls out shard(s) {list(self.shards.mine)} of "
+                   f"{self.shards.total} (questions {first}-{last} of each "
+                   "step)")
+    return (f"process {processes.index()} of {processes.count()} "
+            f"(--role={self.role}): " + "; ".join(parts))
 
   @property
   def main(self) -> Learner | None:
