@@ -5,7 +5,7 @@
 # role, e.g. with two slices "main-tpu" and "sub-tpu":
 #
 #   gcloud compute tpus tpu-vm ssh main-tpu --worker=all --command="cd mgrpo_jax &&
-#     ROLE=main DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=runs/x
+#     ROLE=main DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=gs://BUCKET/x
 #     STORE_ROOT=gs://BUCKET/x/store bash launch/tpu_multihost.sh"
 #   (the same on sub-tpu with ROLE=sub)
 #
@@ -41,9 +41,9 @@
 # rolls out its own share of the step's questions (train.rollout_shards),
 # the learners span every host's chips, process 0 writes the metrics and
 # the store's records. Orbax checkpoints hold every host's shards, so a
-# role over several hosts needs a RUN_DIR all its hosts share (a mounted
-# shared filesystem; a gs:// RUN_DIR is not supported yet: metrics are
-# appended to local files). With DISTRIBUTED=off RUN_DIR is the host's own.
+# role over several hosts needs a RUN_DIR all its hosts reach: gs://BUCKET/
+# PREFIX (everything of the run goes there) or a shared mount. With
+# DISTRIBUTED=off RUN_DIR may be the host's own.
 # A STORE_ROOT that is not gs:// is accepted with a warning (every host
 # must see it).
 #

@@ -15,6 +15,7 @@ buckets. A leaf package: it imports nothing else of mgrpo_jax.
                      writes)
   store_codec.py     step records as bytes (.npz, JSON), the run fingerprint
   checkpoints.py     per-agent Orbax checkpoints (step 0 kept), resume
+  run_files.py       a run directory's small files, local or gs://
   metrics.py         JSONL + TensorBoard metrics, progress bar
   metrics_doc.py     what each logged metric means (METRICS_DOC)
   logs.py            what a run prints; library logs only with --verbosity=1

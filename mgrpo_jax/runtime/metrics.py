@@ -31,6 +31,7 @@ from absl import logging
 import numpy as np
 import tqdm
 
+from mgrpo_jax.runtime import run_files
 from mgrpo_jax.runtime.metrics_doc import METRICS_DOC  # noqa: F401  (re-exported)
 
 JSONL_NAME = "metrics.jsonl"  # File under the run directory.
@@ -109,22 +110,21 @@ def read_jsonl(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
   (kept as its own line when a resumed run appends after it). Raises
   FileNotFoundError naming the path when there is no such file.
   """
-  path = pathlib.Path(path)
-  if not path.is_file():
+  text = run_files.read_text(path)
+  if text is None:
     raise FileNotFoundError(f"metrics file {str(path)!r} does not exist.")
   records, bad = [], []
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        record = None
-      if isinstance(record, dict) and "step" in record:
-        records.append(record)
-      else:
-        bad.append(number)
+  for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      record = None
+    if isinstance(record, dict) and "step" in record:
+      records.append(record)
+    else:
+      bad.append(number)
   return records, bad
 
 
@@ -136,11 +136,23 @@ class MetricsWriter:
   """
 
   def __init__(self, run_dir: str | os.PathLike, *, tensorboard: bool = True):
-    self.run_dir = pathlib.Path(run_dir)
+    # A gs:// run directory (runtime/run_files.py): the file is rewritten
+    # whole with each line (an object store cannot append).
+    self._remote = run_files.is_remote(run_dir)
+    self.run_dir = (run_files.path_of(run_dir) if self._remote
+                    else pathlib.Path(run_dir))
     self.run_dir.mkdir(parents=True, exist_ok=True)
     self.path = self.run_dir / JSONL_NAME
-    self._terminate_torn_tail()
-    self._file: TextIO | None = open(self.path, "a", encoding="utf-8")
+    self._text = ""  # A remote file's content.
+    self._file: TextIO | None = None
+    if self._remote:
+      self._text = run_files.read_text(self.path) or ""
+      if self._text and not self._text.endswith("\n"):
+        self._text += "\n"  # A torn tail: kept, skipped when read.
+    else:
+      self._terminate_torn_tail()
+      self._file = open(self.path, "a", encoding="utf-8")
+    self._open = True
     self._dropped: set[str] = set()
     self._events = None
     if tensorboard:
@@ -163,7 +175,7 @@ class MetricsWriter:
 
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
     """Appends `metrics` of training step `step` (wall time added)."""
-    if self._file is None:
+    if not self._open:
       raise ValueError(f"MetricsWriter for {str(self.run_dir)!r} is closed.")
     step = _to_python(step)  # A numpy or JAX integer is fine too.
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -188,8 +200,13 @@ class MetricsWriter:
                           "to %s.", key, type(raw).__name__, raw, self.path)
         continue
       line[key] = value
-    self._file.write(json.dumps(line, allow_nan=False) + "\n")
-    self._file.flush()
+    text = json.dumps(line, allow_nan=False) + "\n"
+    if self._remote:
+      self._text += text
+      self.path.write_text(self._text)
+    else:
+      self._file.write(text)
+      self._file.flush()
     if self._events is not None and scalars:
       self._write_events(step, now, scalars)
 
@@ -206,6 +223,7 @@ class MetricsWriter:
     self._events.flush()
 
   def close(self) -> None:
+    self._open = False
     if self._file is not None:
       self._file.close()
       self._file = None
@@ -226,7 +244,7 @@ class MetricsWriter:
     Torn lines (a crash mid-write) are skipped with a warning. A resumed run
     may repeat steps; later records are the newer ones.
     """
-    path = pathlib.Path(run_dir) / JSONL_NAME
+    path = run_files.path_of(run_dir) / JSONL_NAME
     records, bad = read_jsonl(path)
     if bad:
       logging.warning("%s: skipped torn line(s) %s.", path, bad)

@@ -7,7 +7,8 @@ greedy rollout answered right."""
 from __future__ import annotations
 
 import json
-import os
+
+from mgrpo_jax.runtime import run_files
 
 OUTCOMES_NAME = "outcomes.jsonl"  # Per-question results, under run_dir/<role>.
 
@@ -15,33 +16,29 @@ OUTCOMES_NAME = "outcomes.jsonl"  # Per-question results, under run_dir/<role>.
 def write_outcomes(directory: str, step: int,
                    outcomes: dict[str, dict[str, int]]) -> None:
   """Appends one line {"step", "<split>": {task id: 1 / 0}} per evaluation
-  to `directory`/outcomes.jsonl (a resumed run that redoes an evaluation
-  appends it again: readers keep a step's last line)."""
-  os.makedirs(directory, exist_ok=True)
+  to `directory`/outcomes.jsonl, local or gs:// (a resumed run that redoes
+  an evaluation appends it again: readers keep a step's last line)."""
   line = json.dumps({"step": step, **{k: v for k, v in outcomes.items()
                                       if v}}, sort_keys=True)
-  with open(os.path.join(directory, OUTCOMES_NAME), "a") as stream:
-    stream.write(line + "\n")
-    stream.flush()
-    os.fsync(stream.fileno())
+  run_files.append_text(f"{directory}/{OUTCOMES_NAME}", line + "\n")
 
 
 def read_outcomes(directory) -> dict[int, dict[str, dict[str, int]]]:
   """step -> split -> {task id: 1 / 0} from `write_outcomes`' file (a
   step's last line wins); {} when there is none."""
-  path = os.path.join(directory, OUTCOMES_NAME)
-  if not os.path.isfile(path):
+  path = f"{directory}/{OUTCOMES_NAME}"
+  text = run_files.read_text(path)
+  if text is None:
     return {}
   out = {}
-  with open(path) as stream:
-    for number, line in enumerate(stream, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-        out[int(record.pop("step"))] = record
-      except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}:{number}: not an outcomes record "
-                         f"({e}); expected {{\"step\": N, \"test\": "
-                         "{task id: 0 or 1}, ...}.") from e
+  for number, line in enumerate(text.split("\n"), 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+      out[int(record.pop("step"))] = record
+    except (ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"{path}:{number}: not an outcomes record "
+                       f"({e}); expected {{\"step\": N, \"test\": "
+                       "{task id: 0 or 1}, ...}.") from e
   return out

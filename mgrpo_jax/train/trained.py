@@ -36,7 +36,22 @@ CARD_DIR = "model"  # Beside the agents' directories.
 
 def write_model_card(checkpoint_dir: str | pathlib.Path,
                      config: ModelConfig, tokenizer: Tokenizer) -> None:
-  """Writes <checkpoint_dir>/model (config.json + tokenizer) once."""
+  """Writes <checkpoint_dir>/model (config.json + tokenizer) once, local
+  or gs:// (runtime/run_files.py)."""
+  from mgrpo_jax.runtime import run_files  # pylint: disable=g-import-not-at-top
+  if run_files.is_remote(checkpoint_dir):
+    import tempfile  # pylint: disable=g-import-not-at-top
+    card = run_files.path_of(checkpoint_dir) / CARD_DIR
+    if (card / CONFIG_FILE).exists():
+      return
+    with tempfile.TemporaryDirectory() as local:
+      write_model_card(local, config, tokenizer)
+      card.mkdir(parents=True, exist_ok=True)
+      files = sorted(pathlib.Path(local, CARD_DIR).iterdir(),
+                     key=lambda f: f.name == CONFIG_FILE)  # config.json last.
+      for f in files:
+        (card / f.name).write_bytes(f.read_bytes())
+    return
   card = pathlib.Path(checkpoint_dir) / CARD_DIR
   if (card / CONFIG_FILE).is_file():
     return
