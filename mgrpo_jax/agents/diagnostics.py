@@ -81,36 +81,55 @@ def team_diagnostics(rollouts: Sequence[Sequence[Rollout]],
                      tasks: Sequence[Task], grader: Grader
                      ) -> dict[str, float]:
   """The figures above for rollouts [B][K] of `tasks` (B questions)."""
+  return diagnostic_figures(diagnostic_counts(rollouts, tasks, grader))
+
+
+def diagnostic_counts(rollouts: Sequence[Sequence[Rollout]],
+                      tasks: Sequence[Task], grader: Grader
+                      ) -> dict[str, int]:
+  """The sums the figures are made of: sums of disjoint question ranges'
+  counts (the shards several processes evaluated) make the figures of all
+  their questions."""
   if len(rollouts) != len(tasks):
     raise ValueError(f"team_diagnostics: {len(rollouts)} rows of rollouts "
                      f"for {len(tasks)} tasks; expected one row per task.")
-  graded, visited, searches, reported = [], [], 0, 0
-  delegations = collections.defaultdict(list)
-  visits, hops = 0, 0
+  counts: collections.Counter[str] = collections.Counter()
   for row, task in zip(rollouts, tasks):
     for rollout in row:
       hop_count = task.hops or len(task.sub_questions)
       if hop_count:
-        delegations[hop_count].append(len(rollout.subs))
-      hops += hop_count
-      visits += sum(_tool_count(t, "visit")
-                    for t in (rollout.main, *rollout.subs))
+        counts[f"delegations_hop{hop_count}"] += len(rollout.subs)
+        counts[f"rollouts_hop{hop_count}"] += 1
+      counts["hops"] += hop_count
+      counts["visits"] += sum(_tool_count(t, "visit")
+                              for t in (rollout.main, *rollout.subs))
       for sub in rollout.subs:
         correct = grader.report_correct(sub.instruction, sub.answer)
-        graded.append(correct)
-        visited.append(_tool_count(sub, "visit") > 0)
+        counts["subs"] += 1
+        if correct is not None:
+          counts["gradeable"] += 1
+          counts["right"] += int(correct)
+        counts["visited"] += int(_tool_count(sub, "visit") > 0)
         if sub.answer is not None:
-          reported += 1
-          searches += _tool_count(sub, "search")
-  out = {"visits_per_hop": visits / max(hops, 1)}
-  for h, counts in sorted(delegations.items()):
-    out[f"main_delegations_hop{h}"] = float(np.mean(counts))
-  if graded:
-    gradeable = [g for g in graded if g is not None]
-    out["sub_gradeable"] = len(gradeable) / len(graded)
-    if gradeable:
-      out["sub_report_accuracy"] = float(np.mean(gradeable))
-    out["sub_visit_rate"] = float(np.mean(visited))
-    if reported:
-      out["sub_searches_per_report"] = searches / reported
+          counts["reported"] += 1
+          counts["searches"] += _tool_count(sub, "search")
+  return dict(counts)
+
+
+def diagnostic_figures(counts: dict[str, int]) -> dict[str, float]:
+  """The figures of `diagnostic_counts` (summed over question ranges)."""
+  c = collections.Counter(counts)
+  out = {"visits_per_hop": c["visits"] / max(c["hops"], 1)}
+  hops = sorted(int(k[len("rollouts_hop"):]) for k in c
+                if k.startswith("rollouts_hop"))
+  for h in hops:
+    out[f"main_delegations_hop{h}"] = (c[f"delegations_hop{h}"]
+                                       / c[f"rollouts_hop{h}"])
+  if c["subs"]:
+    out["sub_gradeable"] = c["gradeable"] / c["subs"]
+    if c["gradeable"]:
+      out["sub_report_accuracy"] = c["right"] / c["gradeable"]
+    out["sub_visit_rate"] = c["visited"] / c["subs"]
+    if c["reported"]:
+      out["sub_searches_per_report"] = c["searches"] / c["reported"]
   return out

@@ -19,6 +19,7 @@ the per-agent diagnostics of agents/diagnostics.py.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -26,12 +27,14 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from mgrpo_jax.agents.diagnostics import Grader, team_diagnostics
+from mgrpo_jax.agents.diagnostics import (Grader, diagnostic_counts,
+                                         diagnostic_figures)
 from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
 from mgrpo_jax.agents.rollout import RolloutController
 from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.task import Task
+from mgrpo_jax.runtime import processes
 
 
 def weights_of(reward: Mapping[str, Any]) -> dict[str, float]:
@@ -102,15 +105,13 @@ def rollout_figures(scores: Scores, generated: float, seconds: float
   return figures
 
 
-# The figures a validation reports (the rest are the rollout's own).
-_EVAL_FIGURES = ("accuracy", "format", "sub_calls")
-
-
 def evaluate(controller: RolloutController, tasks: Sequence[Task],
              samples: int = 0, *, grader: Grader | None = None,
              prefix: str = "eval",
              weights: Mapping[str, float] | None = None,
-             outcomes: dict[str, int] | None = None) -> dict[str, float]:
+             outcomes: dict[str, int] | None = None,
+             shards: tuple[int, Sequence[int]] = (1, (0,))
+             ) -> dict[str, float]:
   """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
   question (accuracy, format, sub_calls; with a `grader`, the per-agent
   diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
@@ -119,23 +120,62 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   The keys are the same at every evaluation, so two evaluations differ only
   through the weights; `time/<prefix>` is the seconds taken. A dict given
   as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
-  that question was right (for question-level paired tests)."""
+  that question was right (for question-level paired tests).
+
+  `shards` = (S, this process's shards): the questions split into S
+  consecutive ranges, each evaluated on its own (sampled ones with
+  `fold_in(key, shard)` when S > 1), as the rollouts of a step are
+  (train/shards.py); the processes of a role each evaluate theirs and the
+  figures are the whole list's, in every process."""
   start = time.perf_counter()
   weights = weights or reward_weights("mgrpo")
   tasks = list(tasks)
-  greedy_run = roll_out(greedy(controller), tasks, 1, jax.random.key(0),
-                        weights)
-  out = {k: greedy_run.figures[k] for k in _EVAL_FIGURES}
+  total, mine = shards
+  sums: collections.Counter[str] = collections.Counter()
+  right: dict[str, int] = {}
+  for shard in mine:
+    part = tasks[shard * len(tasks) // total:
+                 (shard + 1) * len(tasks) // total]
+    if not part:
+      continue
+    greedy_run = roll_out(greedy(controller), part, 1, jax.random.key(0),
+                          weights)
+    scores = greedy_run.scores
+    sums.update({"questions": len(part),
+                 "correct": int(scores.main_correct.sum()),
+                 "format": int(scores.main_format_ok.sum()),
+                 "subs": sum(len(r.subs) for row in greedy_run.rollouts
+                             for r in row)})
+    right.update({t.task_id: int(c) for t, c in zip(
+        part, scores.main_correct[:, 0])})
+    if grader is not None:
+      sums.update({f"diagnostic/{k}": v for k, v in diagnostic_counts(
+          greedy_run.rollouts, part, grader).items()})
+    if samples:
+      key = jax.random.key(1)
+      sampled = roll_out(controller, part, samples,
+                         key if total == 1 else jax.random.fold_in(key, shard),
+                         weights).scores
+      sums.update({"sampled": sampled.main_correct.size,
+                   "sampled_correct": int(sampled.main_correct.sum()),
+                   "sampled_format": int(sampled.main_format_ok.sum())})
+  if processes.count() > 1:  # Every process's questions.
+    every = processes.gather(f"{prefix} evaluation", [dict(sums), right])
+    sums = sum((collections.Counter(c) for c, _ in every),
+               collections.Counter())
+    right = {k: v for _, r in every for k, v in r.items()}
   if outcomes is not None:
-    outcomes.update({t.task_id: int(c) for t, c in zip(
-        tasks, greedy_run.scores.main_correct[:, 0])})
+    outcomes.update({t.task_id: right[t.task_id] for t in tasks})
+  n = max(sums["questions"], 1)
+  out = {"accuracy": sums["correct"] / n, "format": sums["format"] / n,
+         "sub_calls": sums["subs"] / n}
   if grader is not None:
-    out.update(team_diagnostics(greedy_run.rollouts, tasks, grader))
+    out.update(diagnostic_figures({k[len("diagnostic/"):]: v
+                                   for k, v in sums.items()
+                                   if k.startswith("diagnostic/")}))
   if samples:
-    sampled = roll_out(controller, tasks, samples, jax.random.key(1),
-                       weights).figures
-    out["sampled_accuracy"] = sampled["accuracy"]
-    out["sampled_format"] = sampled["format"]
+    out["sampled_accuracy"] = sums["sampled_correct"] / sums["sampled"]
+    out["sampled_format"] = sums["sampled_format"] / sums["sampled"]
   out = prefixed(prefix, out)
   out[f"time/{prefix}"] = time.perf_counter() - start
   return out

@@ -438,13 +438,16 @@ class Side:
     grader = Grader(self.data.documents, self.data.train + self.data.validation
                     + self.data.test)
     outcomes: dict[str, dict[str, int]] = {"validation": {}, "test": {}}
+    # Each process evaluates its shards of the questions.
+    shards = (self.shards.total, self.shards.mine)
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
-                   weights=self.weights, outcomes=outcomes["validation"])
+                   weights=self.weights, outcomes=outcomes["validation"],
+                   shards=shards)
     if self.data.test:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
                           prefix="test", weights=self.weights,
-                          outcomes=outcomes["test"]))
+                          outcomes=outcomes["test"], shards=shards))
     if processes.primary():
       write_outcomes(f"{absolute(self.config.run_dir)}/{self.role}", step,
                      outcomes)
