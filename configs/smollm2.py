@@ -8,12 +8,12 @@ demonstrations=gold` on files such as MuSiQue), saved once as the warm
 start; the main agent and the sub-agent each train their own copy of it
 with M-GRPO. No `first_turn_prefix`: the warm start opens the protocol by
 itself. Sized for about an hour on a 2-core CPU (from a calibration run on
-an Intel Xeon, 2026-12-07: SFT ~20 s a step; an M-GRPO step of 4 x 4
-(untrained)
-rollouts ~4.5 min, 18.1 GiB peak; one evaluation of 32 + 64 questions
-after the warm start 18 min while tests shared the cores: hence 2 x 4
-rollouts, 16 + 48 questions, evaluated at the start and the end; not yet
-timed end to end); on a TPU VM or GPU raise the batch
+an Intel Xeon, 2026-12-07, launch/results/smollm2_calibration.md: SFT ~20
+s a step; an M-GRPO step of 4 x 4 untrained rollouts ~4.5 min; 18.1 GiB
+peak; one evaluation of 32 + 64 questions after the warm start 18 min
+while tests shared the cores: hence 2 x 4 rollouts, 16 + 48 questions,
+evaluated at the start and the end; not yet timed end to end); on a TPU
+VM or GPU raise the batch
 (train.questions_per_step, train.group_size), the budgets and the SFT
 steps, and set `--config.mesh.share=False` with a device count per agent.
 configs/default.py documents every field; this file changes only these.
