@@ -29,7 +29,8 @@ record, and joins the others in the learners' collectives; the step's
 figures, skip decisions and resume step are the same in every process
 (runtime/processes.py), and process 0 alone writes metrics, outcomes and
 the model card. tests/multihost_test.py (slow) checks that 2 processes x 2
-devices log exactly what 1 process x 4 devices does.
+devices sample what 1 process x 4 devices does and train the same weights
+to float32 rounding.
 """
 
 from __future__ import annotations
