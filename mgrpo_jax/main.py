@@ -130,6 +130,7 @@ def _train_agents(config) -> None:
   except (config_checks.ConfigError, DataError) as e:  # Too few devices,
     config_checks.usage_error(str(e))  # a data file that cannot be read.
   except StoreError as e:  # The other side is gone or the store broke.
+    _stop_role(e)  # Several processes: all of them stop now.
     raise SystemExit(f"stopped: {e}") from e  # One line on stderr, exit 1.
   except Exception as e:  # pylint: disable=broad-except
     _stop_role(e)

@@ -55,7 +55,8 @@ def model_from_arrays(config: ModelConfig, arrays: Mapping[str, np.ndarray], *,
   """A decoder holding the given parameters (names as in `expected_shapes`).
 
   Each host array is cast to `param_dtype` and put directly onto its shards
-  (`jax.device_put` with its NamedSharding). Missing, extra or mis-shaped
+  (`jax.device_put` with its NamedSharding; on a mesh over several
+  processes, each process places only its own devices' shards). Missing, extra or mis-shaped
   arrays raise a ValueError naming `source`, the parameter and both shapes.
   """
   graphdef, abstract_state = nnx.split(_abstract(config, dtype, param_dtype))
@@ -82,6 +83,10 @@ def model_from_arrays(config: ModelConfig, arrays: Mapping[str, np.ndarray], *,
       for part in path:
         target = target[part]
       target = target.sharding if hasattr(target, "sharding") else target
+      if not target.is_fully_addressable:  # A mesh over several processes:
+        # each places only its own devices' shards (no cross-host check).
+        return variable.replace(jax.make_array_from_callback(
+            value.shape, target, lambda index: value[index]))
     return variable.replace(jax.device_put(value, target))
 
   state = nnx.from_flat_state(

@@ -21,6 +21,9 @@ The shards' results join in three places:
     assembles the global array from them (`Batch.local`);
   * the sub-agents' record: one store part per process, joined in process
     order (`Store.write_part`, `batches.SubRecord.concatenate`).
+Evaluation splits its questions the same way (train/evaluator.py's
+`evaluate(..., shards=)`), and `placement` is the line each process prints
+(its devices, sampler devices and shards).
 """
 
 from __future__ import annotations
@@ -144,3 +147,22 @@ def rollout_step(controller, tasks, group_size, key, weights, *,
     metrics["sub/reward"] = f["sub_reward"]
     metrics["sub/format"] = f["sub_format"]
   return rollouts, scores, step_scores, metrics
+
+
+def placement(role: str, meshes: dict, sampler_meshes: dict,
+              plan: Shards | None) -> str:
+  """Where this process computes: its devices of each agent's mesh, its
+  sampler devices and its rollout shards (the line each process of a role
+  prints)."""
+  mine = lambda mesh: sorted(d.id for d in mesh.devices.flat
+                             if d.process_index == processes.index())
+  parts = [f"{name} on devices {mine(mesh)} of {mesh.devices.size}"
+           + (f", samples on {mine(sampler_meshes[name])}"
+              if name in sampler_meshes else "")
+           for name, mesh in meshes.items()]
+  if plan is not None:
+    last = plan.first_question + len(plan.mine) * plan.questions - 1
+    parts.append(f"rolls out shard(s) {list(plan.mine)} of {plan.total} "
+                 f"(questions {plan.first_question}-{last} of each step)")
+  return (f"process {processes.index()} of {processes.count()} "
+          f"(--role={role}): " + "; ".join(parts))

@@ -132,7 +132,8 @@ class Side:
                    if self.samples else None)
     if processes.count() > 1:  # Every process's own line (a slice's check).
       from mgrpo_jax.runtime import logs
-      logs.say(self._placement())
+      logs.say(shards_lib.placement(self.role, self.meshes,
+                                    self.sampler_meshes, self.shards))
     # Before anything is written: a data file that cannot be read stops the
     # run here, with the store, checkpoints and caches untouched.
     self.data = load_data(config)
@@ -188,24 +189,6 @@ class Side:
           f"questions (e.g. {undecomposed[0].task_id!r}) have no "
           "decomposition, so only reports stating the final answer score")
     self.start_step = self._resume()
-
-  def _placement(self) -> str:
-    """Where this process computes: its devices of each agent's mesh, its
-    sampler devices and its rollout shards."""
-    mine = lambda mesh: sorted(d.id for d in mesh.devices.flat
-                               if d.process_index == processes.index())
-    parts = [f"{name} on devices {mine(mesh)} of {mesh.devices.size}"
-             + (f", samples on {mine(self.sampler_meshes[name])}"
-                if name in self.sampler_meshes else "")
-             for name, mesh in self.meshes.items()]
-    if self.shards is not None:
-      first = self.shards.first_question
-      last = first + len(self.shards.mine) * self.shards.questions - 1
-      parts.append(f"rolls out shard(s) {list(self.shards.mine)} of "
-                   f"{self.shards.total} (questions {first}-{last} of each "
-                   "step)")
-    return (f"process {processes.index()} of {processes.count()} "
-            f"(--role={self.role}): " + "; ".join(parts))
 
   @property
   def main(self) -> Learner | None:
@@ -295,7 +278,11 @@ class Side:
     start = time.perf_counter()
     next_status = start  # A status line as soon as it waits, then every 5 s.
     while True:
-      latest = self.store.latest_weights_step(kind)
+      # Every process polls (Orbax's reader meets the others in a barrier
+      # when it opens) and takes process 0's answer, so none goes on while
+      # another still waits.
+      latest = processes.broadcast(f"{kind} weights published",
+                                   self.store.latest_weights_step(kind))
       if latest is not None and latest >= want:
         return want
       waited = time.perf_counter() - start
@@ -401,9 +388,14 @@ class Side:
     own D_max, takes its advantages, updates, publishes."""
     config = self.config
     start = time.perf_counter()
-    arrays, meta = self.store.read_step(
-        step, timeout_s=config.store.timeout_s,
-        status=lambda message: self.log(message))
+    wait = dict(timeout_s=config.store.timeout_s,
+                status=lambda message: self.log(message))
+    if processes.primary():  # Process 0 waits; the others read once it has.
+      arrays, meta = self.store.read_step(step, **wait)
+    processes.barrier(f"step {step} committed",
+                      timeout_s=config.store.timeout_s + 60)
+    if not processes.primary():
+      arrays, meta = self.store.read_step(step, **wait)
     prefix = f"{kind}."
     # A main side over several processes wrote one part each.
     record = batches.SubRecord.concatenate([
