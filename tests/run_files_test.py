@@ -1,7 +1,7 @@
 """A run directory's files, local and gs:// (runtime/run_files.py): the
 helpers on a local folder, and a whole training run whose run_dir is a
 bucket (a local GCS emulator, tests/gcs_emulator.py; skipped without the
-test extras)."""
+test extras), evaluated from the bucket."""
 
 import importlib.util
 import json
@@ -70,7 +70,18 @@ def test_a_run_keeps_everything_in_a_bucket(tmp_path):
                            config.run_dir], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert read.returncode == 0, read.stderr[-3000:]
+    # The evaluation CLI reads the trained agents from the bucket.
+    scored = subprocess.run(
+        [sys.executable, "-m", "mgrpo_jax.evaluate", "--config", str(path),
+         "--checkpoint", f"{config.run_dir}/checkpoints/main",
+         "--output_dir", str(tmp_path / "eval")], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=600)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert (f"loaded {config.run_dir}/checkpoints/main: the trained weights "
+            "of step 2") in scored.stdout + scored.stderr
   got = json.loads(read.stdout.strip().splitlines()[-1])
+  evaluated = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+  assert evaluated["metrics"]["pass@1"] == got["accuracy"][-1]
   assert got["steps"] == [0, 0, 1, 2]  # SFT, evaluation, the two steps.
   assert len(got["accuracy"]) == 2 and got["outcomes"] == [0, 2]
   assert got["card"] and got["events"] >= 1

@@ -40,6 +40,14 @@ def test_each_process_takes_consecutive_whole_shards():
   assert plan.tasks(list("abcdefgh"), 3) == ["g", "h"]
 
 
+def test_an_evaluation_s_questions_split_into_consecutive_covering_ranges():
+  # Evaluation lists need not divide by S: the ranges round, and cover all.
+  plan = shards_lib.Shards(3, (0, 1, 2), 4)
+  parts = [plan.tasks(list(range(10)), s) for s in plan.mine]
+  assert parts == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+  assert shards_lib.ONE.tasks(list("abc"), 0) == ["a", "b", "c"]
+
+
 def test_one_shard_keeps_the_rollout_key_and_shards_fold_theirs_in():
   key = jax.random.key(3)
   one = shards_lib.plan(_config(), 1, 0)

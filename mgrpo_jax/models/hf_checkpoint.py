@@ -43,6 +43,7 @@ import safetensors.numpy
 from mgrpo_jax.models.build import expected_shapes
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import Decoder
+from mgrpo_jax.models.tensor_views import ParameterView, Piece
 from mgrpo_jax.models.tokenizer import Tokenizer
 
 CONFIG_FILE = "config.json"
@@ -188,9 +189,16 @@ def _weight_files(directory: pathlib.Path) -> dict[str, pathlib.Path]:
                         "(only safetensors checkpoints are read).")
 
 
-def read_weights(directory: str | pathlib.Path, config: ModelConfig
-                 ) -> dict[str, np.ndarray]:
-  """Our parameter name -> host array (the file's dtype) of a checkpoint."""
+def read_weights(directory: str | pathlib.Path, config: ModelConfig, *,
+                 lazy: bool = False
+                 ) -> dict[str, np.ndarray | ParameterView]:
+  """Our parameter name -> host array (the file's dtype) of a checkpoint.
+
+  Every tensor's presence and shape is checked from the files' headers
+  first. With `lazy`, each value is a `ParameterView` that reads only the
+  regions it is indexed with (a process's shards on a mesh over several
+  hosts: models/tensor_views.py); else each is read whole.
+  """
   directory = pathlib.Path(directory)
   files = _weight_files(directory)
   names = hf_tensor_names(config)
@@ -213,7 +221,8 @@ def read_weights(directory: str | pathlib.Path, config: ModelConfig
         f"{config.attention_bias}, qk_norm={config.qk_norm}, "
         f"tie_word_embeddings={config.tie_word_embeddings}).")
 
-  assembler = ArrayAssembler(config, str(directory))
+  shapes = expected_shapes(config)
+  pieces: dict[str, dict[int | None, Piece]] = {}
   by_file: dict[pathlib.Path, list[str]] = {}
   for name in names:
     by_file.setdefault(files[name], []).append(name)
@@ -221,27 +230,50 @@ def read_weights(directory: str | pathlib.Path, config: ModelConfig
     with safetensors.safe_open(str(path), framework="np") as f:
       for tensor in tensors:
         ours, layer, transpose = names[tensor]
-        assembler.put(ours, layer, f.get_tensor(tensor), transpose=transpose,
-                      file=str(path), tensor=tensor)
-  arrays = assembler.arrays()
+        shape = shapes[ours] if layer is None else shapes[ours][1:]
+        want = tuple(reversed(shape)) if transpose else tuple(shape)
+        got = tuple(f.get_slice(tensor).get_shape())
+        if got != want:
+          raise CheckpointError(
+              f"{path}: tensor {tensor!r} has shape {got}; config expects "
+              f"{want} ({_config_summary(config)}).")
+        pieces.setdefault(ours, {})[layer] = Piece(path, tensor, transpose)
+  views = {name: ParameterView(shape, [pieces[name][l] for l in (
+      range(shape[0]) if None not in pieces[name] else [None])],
+                               stacked=None not in pieces[name])
+           for name, shape in shapes.items()}
   if tied_head:
-    with safetensors.safe_open(str(files[_TIED_HEAD]), framework="np") as f:
-      head = f.get_tensor(_TIED_HEAD)
-    if head.shape != arrays["embed"].shape or not np.array_equal(
-        head, arrays["embed"]):
-      raise CheckpointError(
-          f"{files[_TIED_HEAD]}: tensor {_TIED_HEAD!r} (shape {head.shape}) "
-          "differs from model.embed_tokens.weight (shape "
-          f"{arrays['embed'].shape}) but config.json says "
-          "tie_word_embeddings=true.")
-  return arrays
+    _check_tied_head(files[_TIED_HEAD], views["embed"])
+  if lazy:
+    return views
+  return {name: np.asarray(view) for name, view in views.items()}
 
 
-def read_hf_checkpoint(directory: str | pathlib.Path
-                       ) -> tuple[ModelConfig, dict[str, np.ndarray]]:
-  """(config, our name -> host array) of a Hugging Face checkpoint directory."""
+def _check_tied_head(file: pathlib.Path, embed: ParameterView,
+                     rows: int = 4096) -> None:
+  """With tied embeddings a file's lm_head must equal the embedding;
+  compared `rows` rows at a time (no whole copy of either)."""
+  head = ParameterView(embed.shape, [Piece(file, _TIED_HEAD, False)],
+                       stacked=False)
+  with safetensors.safe_open(str(file), framework="np") as f:
+    shape = tuple(f.get_slice(_TIED_HEAD).get_shape())
+  if shape == embed.shape and all(
+      np.array_equal(head[r:r + rows], embed[r:r + rows])
+      for r in range(0, shape[0], rows)):
+    return
+  raise CheckpointError(
+      f"{file}: tensor {_TIED_HEAD!r} (shape {shape}) differs from "
+      f"model.embed_tokens.weight (shape {embed.shape}) but config.json "
+      "says tie_word_embeddings=true.")
+
+
+def read_hf_checkpoint(directory: str | pathlib.Path, *, lazy: bool = False
+                       ) -> tuple[ModelConfig,
+                                  dict[str, np.ndarray | ParameterView]]:
+  """(config, our name -> host array, or view with `lazy`: read_weights)
+  of a Hugging Face checkpoint directory."""
   config = read_config(directory)
-  return config, read_weights(directory, config)
+  return config, read_weights(directory, config, lazy=lazy)
 
 
 # --- writing ----------------------------------------------------------------

@@ -174,7 +174,9 @@ def load_model(path_or_name: str | os.PathLike, *, mesh: Mesh | None = None,
     path_or_name: an existing checkpoint directory (config.json,
       model.safetensors[.index.json], tokenizer.json), a `.gguf` file, or a
       name in `REGISTRY` (an existing directory of the same name wins).
-    mesh: places each parameter directly onto its shards (models/sharding.py).
+    mesh: places each parameter directly onto its shards (models/sharding.py),
+      reading from a checkpoint directory only the regions of the shards
+      this process holds.
     dtype: compute dtype of the forward pass.
     param_dtype: dtype the parameters are stored in.
     cache_dir: root of converted named models (see module docstring).
@@ -195,7 +197,9 @@ def load_model(path_or_name: str | os.PathLike, *, mesh: Mesh | None = None,
         f"{str(path_or_name)!r} is neither a registered model name (known: "
         f"{sorted(REGISTRY)}) nor an existing checkpoint; a checkpoint path "
         f"must be a directory containing {CONFIG_FILE} (or a .gguf file).")
-  config, arrays = read_hf_checkpoint(directory)
+  # On a mesh, each parameter is read only where this process's shards
+  # need it (a host of a multi-host mesh never reads the whole model).
+  config, arrays = read_hf_checkpoint(directory, lazy=mesh is not None)
   tokenizer = Tokenizer.load(directory)
   model = model_from_arrays(config, arrays, mesh=mesh, dtype=dtype,
                             param_dtype=param_dtype, source=str(directory))

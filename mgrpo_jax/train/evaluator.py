@@ -35,6 +35,7 @@ from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.core.rewards import reward_weights
 from mgrpo_jax.data.task import Task
 from mgrpo_jax.runtime import processes
+from mgrpo_jax.train.shards import ONE, Shards
 
 
 def weights_of(reward: Mapping[str, Any]) -> dict[str, float]:
@@ -110,8 +111,7 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
              prefix: str = "eval",
              weights: Mapping[str, float] | None = None,
              outcomes: dict[str, int] | None = None,
-             shards: tuple[int, Sequence[int]] = (1, (0,))
-             ) -> dict[str, float]:
+             shards: Shards = ONE) -> dict[str, float]:
   """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
   question (accuracy, format, sub_calls; with a `grader`, the per-agent
   diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
@@ -122,20 +122,17 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
   that question was right (for question-level paired tests).
 
-  `shards` = (S, this process's shards): the questions split into S
-  consecutive ranges, each evaluated on its own (sampled ones with
-  `fold_in(key, shard)` when S > 1), as the rollouts of a step are
-  (train/shards.py); the processes of a role each evaluate theirs and the
-  figures are the whole list's, in every process."""
+  `shards`: the questions split into S consecutive ranges, each evaluated
+  on its own (sampled ones with `shards.key`), as the rollouts of a step
+  are (train/shards.py); the processes of a role each evaluate theirs and
+  the figures are the whole list's, in every process."""
   start = time.perf_counter()
   weights = weights or reward_weights("mgrpo")
   tasks = list(tasks)
-  total, mine = shards
   sums: collections.Counter[str] = collections.Counter()
   right: dict[str, int] = {}
-  for shard in mine:
-    part = tasks[shard * len(tasks) // total:
-                 (shard + 1) * len(tasks) // total]
+  for shard in shards.mine:
+    part = shards.tasks(tasks, shard)
     if not part:
       continue
     greedy_run = roll_out(greedy(controller), part, 1, jax.random.key(0),
@@ -152,10 +149,8 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
       sums.update({f"diagnostic/{k}": v for k, v in diagnostic_counts(
           greedy_run.rollouts, part, grader).items()})
     if samples:
-      key = jax.random.key(1)
       sampled = roll_out(controller, part, samples,
-                         key if total == 1 else jax.random.fold_in(key, shard),
-                         weights).scores
+                         shards.key(jax.random.key(1), shard), weights).scores
       sums.update({"sampled": sampled.main_correct.size,
                    "sampled_correct": int(sampled.main_correct.sum()),
                    "sampled_format": int(sampled.main_format_ok.sum())})

@@ -37,7 +37,6 @@ import numpy as np
 from mgrpo_jax.agents.rewards import Scores
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.config_checks import ConfigError
-from mgrpo_jax.train.evaluator import roll_out, rollout_figures
 
 FIELD = "train.rollout_shards"
 
@@ -55,12 +54,17 @@ class Shards:
     return self.mine[0] * self.questions
 
   def tasks(self, tasks: Sequence, shard: int) -> list:
-    """Shard `shard`'s questions of the step's `tasks`."""
-    return list(tasks[shard * self.questions:(shard + 1) * self.questions])
+    """Shard `shard`'s range of `tasks`: the step's B / S questions, or an
+    evaluation's n / S (rounded, so the S ranges cover any n)."""
+    n = len(tasks)
+    return list(tasks[shard * n // self.total:(shard + 1) * n // self.total])
 
   def key(self, rollout_key: jax.Array, shard: int) -> jax.Array:
     return (rollout_key if self.total == 1
             else jax.random.fold_in(rollout_key, shard))
+
+
+ONE = Shards(total=1, mine=(0,), questions=0)  # Everything in one shard.
 
 
 def plan(config, num_processes: int, process: int) -> Shards:
@@ -93,17 +97,15 @@ def plan(config, num_processes: int, process: int) -> Shards:
 
 
 def to_json(scores: Scores) -> dict[str, list]:
-  return {f.name: np.asarray(getattr(scores, f.name)).tolist()
+  """Scores as JSON: each field's values and numpy dtype."""
+  return {f.name: [str(np.asarray(getattr(scores, f.name)).dtype),
+                   np.asarray(getattr(scores, f.name)).tolist()]
           for f in dataclasses.fields(Scores)}
 
 
 def from_json(value: dict[str, list]) -> Scores:
-  kinds = {"main_reward": np.float32, "main_correct": bool,
-           "main_format_ok": bool, "sub_calls": np.int32, "sub_b": np.int32,
-           "sub_k": np.int32, "sub_i": np.int32, "sub_reward": np.float32,
-           "sub_format_ok": bool, "sub_expert": np.float32}
-  return Scores(**{name: np.asarray(value[name], dtype)
-                    for name, dtype in kinds.items()})
+  return Scores(**{name: np.asarray(values, dtype)
+                   for name, (dtype, values) in value.items()})
 
 
 def gather_scores(name: str, scores: Scores) -> Scores:
@@ -121,7 +123,9 @@ def rollout_step(controller, tasks, group_size, key, weights, *,
   (train/shards.py; default: one shard, all of them), one after another
   (train/evaluator.py); returns (its rollouts, its scores, the whole
   step's scores, the step's rollout metrics)."""
-  plan = plan or Shards(1, (0,), len(tasks))
+  # Imported here: the evaluator splits its questions with Shards.
+  from mgrpo_jax.train.evaluator import roll_out, rollout_figures
+  plan = plan or ONE
   runs = [roll_out(controller, plan.tasks(tasks, s), group_size,
                    plan.key(key, s), weights) for s in plan.mine]
   rollouts = [row for run in runs for row in run.rollouts]

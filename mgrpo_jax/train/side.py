@@ -432,7 +432,7 @@ class Side:
                     + self.data.test)
     outcomes: dict[str, dict[str, int]] = {"validation": {}, "test": {}}
     # Each process evaluates its shards of the questions.
-    shards = (self.shards.total, self.shards.mine)
+    shards = self.shards or shards_lib.ONE
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
                    weights=self.weights, outcomes=outcomes["validation"],

@@ -11,7 +11,8 @@ per run, next to the agents' checkpoint directories:
 `load_trained("<run_dir>/checkpoints/main")` reads the newest step (or
 `.../main/<step>` that one): it builds the model from the card and restores
 only the parameters, straight onto `mesh` when given. This is what
-`python -m mgrpo_jax.evaluate --checkpoint <run_dir>/checkpoints/main` uses.
+`python -m mgrpo_jax.evaluate --checkpoint <run_dir>/checkpoints/main` uses;
+a run_dir may be local or gs:// (runtime/run_files.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -30,6 +32,7 @@ from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.decoder import Decoder
 from mgrpo_jax.models.hf_checkpoint import CONFIG_FILE, hf_config, read_config
 from mgrpo_jax.models.tokenizer import Tokenizer
+from mgrpo_jax.runtime import run_files
 
 CARD_DIR = "model"  # Beside the agents' directories.
 
@@ -38,7 +41,6 @@ def write_model_card(checkpoint_dir: str | pathlib.Path,
                      config: ModelConfig, tokenizer: Tokenizer) -> None:
   """Writes <checkpoint_dir>/model (config.json + tokenizer) once, local
   or gs:// (runtime/run_files.py)."""
-  from mgrpo_jax.runtime import run_files  # pylint: disable=g-import-not-at-top
   if run_files.is_remote(checkpoint_dir):
     import tempfile  # pylint: disable=g-import-not-at-top
     card = run_files.path_of(checkpoint_dir) / CARD_DIR
@@ -63,9 +65,10 @@ def write_model_card(checkpoint_dir: str | pathlib.Path,
   tmp.rename(card / CONFIG_FILE)  # Last: a card with config.json is whole.
 
 
-def split_step(path: str | pathlib.Path) -> tuple[pathlib.Path, int | None]:
-  """(<run>/checkpoints/<agent>, step or None) of an agent[/<step>] path."""
-  path = pathlib.Path(path)
+def split_step(path: str | pathlib.Path) -> tuple[epath.Path, int | None]:
+  """(<run>/checkpoints/<agent>, step or None) of an agent[/<step>] path,
+  local or gs://."""
+  path = run_files.path_of(path)
   if path.name.isdigit():
     return path.parent, int(path.name)
   return path, None
@@ -88,10 +91,9 @@ def load_trained(path: str | pathlib.Path, *, mesh: Mesh | None = None
         f"{str(path)!r}: expected <run_dir>/checkpoints/<agent>[/<step>] of "
         f"a training run, with the run's model card in {str(card)!r} "
         "(written by python -m mgrpo_jax.main).")
-  config = read_config(card)
-  tokenizer = Tokenizer.load(card)
+  config, tokenizer = _read_card(card)
   manager = ocp.CheckpointManager(
-      agent_dir.resolve(),
+      agent_dir,
       options=ocp.CheckpointManagerOptions(read_only=True))
   try:
     steps = sorted(manager.all_steps())
@@ -112,6 +114,19 @@ def load_trained(path: str | pathlib.Path, *, mesh: Mesh | None = None
   finally:
     manager.close()
   return nnx.merge(graphdef, out.state["params"]), tokenizer, step
+
+
+def _read_card(card: epath.Path) -> tuple[ModelConfig, Tokenizer]:
+  """The model card's config and tokenizer; a gs:// card is copied into a
+  temporary folder first (its few small files)."""
+  if not run_files.is_remote(card):
+    return read_config(card), Tokenizer.load(card)
+  import tempfile  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as local:
+    for f in card.iterdir():
+      if f.is_file():
+        (pathlib.Path(local) / f.name).write_bytes(f.read_bytes())
+    return read_config(local), Tokenizer.load(local)
 
 
 def _abstract_params(config: ModelConfig, mesh: Mesh | None
