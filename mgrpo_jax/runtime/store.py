@@ -279,8 +279,8 @@ class Store(PublishedWeights):
     path = f"{_WARM_STARTS}/{_checked_key(key)}"
     if self._files.is_committed(path):
       return
-    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-             if p.is_file()}
+    files: dict[str, bytes | pathlib.Path] = {
+        p.name: p for p in sorted(folder.iterdir()) if p.is_file()}
     files[_MANIFEST] = encode_json({"files": sorted(files)}, "manifest")
     self._write_fingerprint()
     self._files.write_dir(path, files)

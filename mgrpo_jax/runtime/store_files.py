@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import pathlib
 import re
 import shutil
 import sys
@@ -73,8 +74,11 @@ class Files(abc.ABC):
   def remove_stale_temporaries(self, max_age_s: float) -> list[str]:
     """Removes temporaries older than `max_age_s`; returns their URLs."""
 
-  def write_dir(self, directory: str, files: dict[str, bytes]) -> None:
-    """Writes `files` into `directory` so that readers see all or none."""
+  def write_dir(self, directory: str,
+                files: dict[str, bytes | pathlib.Path]) -> None:
+    """Writes `files` into `directory` so that readers see all or none; a
+    value that is a local file's path is copied from it (one file at a
+    time, never all of them in memory)."""
     if self.is_committed(directory):
       raise StoreError(f"{self.url(directory)} already exists: step records "
                        "are written once.")
@@ -82,7 +86,8 @@ class Files(abc.ABC):
     self._commit(directory, staged)
 
   @abc.abstractmethod
-  def _stage(self, directory: str, files: dict[str, bytes]) -> Any:
+  def _stage(self, directory: str, files: dict[str, bytes | pathlib.Path]
+             ) -> Any:
     """Writes the data where readers do not trust it yet."""
 
   @abc.abstractmethod
@@ -167,12 +172,16 @@ class LocalFiles(Files):
           removed.append(entry.path)
     return removed
 
-  def _stage(self, directory: str, files: dict[str, bytes]) -> str:
+  def _stage(self, directory: str, files: dict[str, bytes | pathlib.Path]
+             ) -> str:
     parent, name = os.path.split(self.url(directory))
     os.makedirs(parent, exist_ok=True)
     temp = os.path.join(parent, f".tmp-{name}-{uuid.uuid4().hex}")
     os.makedirs(temp)
     for file_name, data in files.items():
+      if isinstance(data, pathlib.Path):
+        shutil.copyfile(data, os.path.join(temp, file_name))
+        continue
       with open(os.path.join(temp, file_name), "wb") as f:
         f.write(data)
     return temp
@@ -305,15 +314,21 @@ class GcsFiles(Files):
         removed.append(self.url(key.decode()))
     return removed
 
-  def _stage(self, directory: str, files: dict[str, bytes]) -> bytes:
-    futures = [self._kv.write(f"{directory}/{name}", data)
-               for name, data in files.items()]
+  def _stage(self, directory: str, files: dict[str, bytes | pathlib.Path]
+             ) -> bytes:
+    futures, sizes = [], {}
+    for name, data in files.items():
+      if isinstance(data, pathlib.Path):  # One file's bytes at a time.
+        data = data.read_bytes()
+        self._kv.write(f"{directory}/{name}", data).result()
+      else:
+        futures.append(self._kv.write(f"{directory}/{name}", data))
+      sizes[name] = len(data)
     for future in futures:
       future.result()
     # The marker lists the files and their sizes (never an empty object:
     # some GCS emulators reject zero-byte uploads).
-    return json.dumps({name: len(data) for name, data in files.items()},
-                      sort_keys=True).encode()
+    return json.dumps(sizes, sort_keys=True).encode()
 
   def _commit(self, directory: str, staged: bytes) -> None:
     self._kv.write(f"{directory}/{_COMMITTED}", staged).result()
