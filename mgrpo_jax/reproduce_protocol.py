@@ -43,6 +43,8 @@ class ProtocolError(ValueError):
 # reproduces the registered runs: (dotted section, field, value).
 ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 ("train", "rollout_shards", 0),
+                *((f"learner.{agent}", "remat", False)
+                  for agent in ("main", "sub", "verifier")),
                 *((f"mesh.{agent}", "sampler_devices", 0)
                   for agent in ("main", "sub", "verifier")))
 

@@ -82,6 +82,23 @@ def test_micro_batches_give_the_same_update_as_one_batch():
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
 
 
+def test_remat_trains_the_same_weights_with_less_memory():
+  tokens, masks = trajectories(4)
+  batch = pack(tokens, masks, [1.0, -0.5, 0.25, -1.0], micro_batch=4,
+               min_len=8, max_len=64)
+  kept, recomputed = _learner(4), _learner(4, remat=True)
+  a, b = kept.step(batch), recomputed.step(batch)
+  assert b["loss"] == pytest.approx(a["loss"], rel=1e-6, abs=1e-8)
+  assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
+  for x, y in zip(jax.tree.leaves(kept.params),
+                  jax.tree.leaves(recomputed.params)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-4)
+  # The backward pass keeps one [B, T, D] input per layer, not its
+  # attention probabilities and MLP activations.
+  assert (recomputed.update_memory(1, 256)["temporaries"]
+          < 0.6 * kept.update_memory(1, 256)["temporaries"])
+
+
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean",
                                          "sequence_sum_norm"])
 def test_denominator_is_the_trajectories_not_the_padded_rows(aggregation):
@@ -191,7 +208,7 @@ def test_parameters_and_optimizer_state_stay_on_the_agents_mesh():
 
 @pytest.mark.parametrize("field, value", [
     ("micro_batch", 0), ("inner_epochs", -1), ("learning_rate", -1.0),
-    ("aggregation", "mean")])
+    ("aggregation", "mean"), ("remat", 1)])
 def test_bad_learner_config_is_named(field, value):
   with pytest.raises(ValueError, match=f"LearnerConfig.{field}"):
     learner_config(**{field: value})

@@ -231,13 +231,19 @@ class Decoder(nnx.Module):
       tokens_BxT: jax.Array,
       positions_BxT: jax.Array,
       cache: KVCache | None = None,
+      *,
+      remat: bool = False,
   ) -> tuple[jax.Array, KVCache | None]:
     """Final-normed hidden states [B, T, D] and the updated cache.
 
     Without a cache, attention runs over these T tokens (causal by position).
     With one, the T new keys/values are written at their positions and the
     queries attend over all S cache slots whose position is <= theirs; the
-    caller keeps S (the cache window) near the live length.
+    caller keeps S (the cache window) near the live length. `remat`: under
+    a gradient, each layer's activations are recomputed in the backward
+    pass instead of kept (`jax.checkpoint` of the scanned layer: only the
+    [B, T, D] input of every layer is saved, not its [B, H, T, T]
+    attention probabilities); the values are the same.
     """
     c = self.config
     dt = self.dtype
@@ -267,6 +273,8 @@ class Decoder(nnx.Module):
       return (finish_layer(c, dt, lp, h, attn), cache_k, cache_v), None
 
     ck, cv = (None, None) if cache is None else (cache.k, cache.v)
+    if remat:
+      layer = jax.checkpoint(layer, prevent_cse=False)
     (h, ck, cv), _ = jax.lax.scan(
         layer, (h, ck, cv), (self._layer_params(), jnp.arange(c.num_layers)))
     h = rms_norm(h, self.final_norm[...], c.rms_norm_eps)
@@ -281,10 +289,12 @@ class Decoder(nnx.Module):
     return jnp.dot(h_BxTxD, w, preferred_element_type=jnp.float32)
 
   def __call__(self, tokens_BxT: jax.Array,
-               positions_BxT: jax.Array | None = None) -> jax.Array:
-    """Logits [B, T, V] of a batch of sequences (training / scoring)."""
+               positions_BxT: jax.Array | None = None, *,
+               remat: bool = False) -> jax.Array:
+    """Logits [B, T, V] of a batch of sequences (training / scoring);
+    `remat`: see `hidden_states`."""
     if positions_BxT is None:
       positions_BxT = jnp.broadcast_to(jnp.arange(tokens_BxT.shape[1]),
                                        tokens_BxT.shape)
-    h, _ = self.hidden_states(tokens_BxT, positions_BxT)
+    h, _ = self.hidden_states(tokens_BxT, positions_BxT, remat=remat)
     return self.logits(h)

@@ -85,6 +85,7 @@ class LearnerConfig:
   aggregation: str
   off_policy: str  # Importance correction of stale data.
   is_cap: float  # Truncation cap of the importance weights.
+  remat: bool  # Recompute each layer's activations in the backward pass.
 
   def __post_init__(self):
     for field in ("total_steps", "inner_epochs", "micro_batch", "min_len",
@@ -99,9 +100,10 @@ class LearnerConfig:
       if not isinstance(value, (int, float)) or value < 0:
         raise ValueError(f"LearnerConfig.{field}={value!r}: expected a "
                          "number >= 0.")
-    if not isinstance(self.log_ref_kl, bool):
-      raise ValueError(f"LearnerConfig.log_ref_kl={self.log_ref_kl!r}: "
-                       "expected True or False.")
+    for field in ("log_ref_kl", "remat"):
+      if not isinstance(getattr(self, field), bool):
+        raise ValueError(f"LearnerConfig.{field}={getattr(self, field)!r}: "
+                         "expected True or False.")
     if self.aggregation not in losses.LOSS_AGGREGATIONS:
       raise ValueError(f"LearnerConfig.aggregation={self.aggregation!r}: "
                        f"expected one of {sorted(losses.LOSS_AGGREGATIONS)}.")
@@ -145,9 +147,14 @@ class Learner:
     self.temperature = float(temperature) if temperature > 0 else 1.0
     self.graphdef, self.params = nnx.split(model)
     self.optimizer = make_optimizer(config)
+    # An abstract model (nnx.eval_shape) gives an abstract learner, whose
+    # programs can be compiled and measured (`update_memory`), not run.
+    self.abstract = all(isinstance(x, jax.ShapeDtypeStruct)
+                        for x in jax.tree.leaves(self.params))
     self.opt_state = self._init_opt_state()
-    self.ref_params = (jax.tree.map(jnp.copy, self.params)
-                       if config.beta > 0 or config.log_ref_kl else None)
+    self.ref_params = (None if not (config.beta > 0 or config.log_ref_kl)
+                       else self.params if self.abstract
+                       else jax.tree.map(jnp.copy, self.params))
     self.step_count = 0
     self.traces = collections.Counter()
     update.check_micro_batch(config.micro_batch, mesh,
@@ -171,6 +178,8 @@ class Learner:
   def _init_opt_state(self):
     """Optimizer state next to the parameters: Adam's moments take each
     parameter's sharding, scalars (the step count) are replicated."""
+    if self.abstract:
+      return jax.eval_shape(self.optimizer.init, self.params)
     if self.mesh is None:
       return jax.jit(self.optimizer.init)(self.params)
     abstract = jax.eval_shape(self.optimizer.init, self.params)
@@ -183,7 +192,8 @@ class Learner:
   # ------------------------------------------------------------ jitted parts
 
   def _logp_fn(self, params, inputs, targets):
-    logits = nnx.merge(self.graphdef, params)(inputs)
+    logits = nnx.merge(self.graphdef, params)(inputs,
+                                               remat=self.config.remat)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32) / self.temperature,
                               axis=-1)
     return jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
@@ -294,6 +304,27 @@ class Learner:
       out["staleness"] = stale / known_rows
     self.step_count += 1
     return out
+
+  def update_memory(self, micro_batches: int, length: int) -> dict[str, int]:
+    """XLA's memory analysis of the update of `micro_batches` micro-batches
+    of [micro_batch, length] rows, compiled from shapes alone (no weights
+    needed: works on an abstract learner): bytes of its arguments
+    (parameters, optimizer state, batch), outputs, and temporaries (the
+    activations kept for the backward pass, logits, gradients)."""
+    u, m = micro_batches, self.config.micro_batch
+    spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype)
+    ids, floats = spec((u, m, length), jnp.int32), spec((u, m, length),
+                                                          jnp.float32)
+    as_abstract = lambda tree: jax.tree.map(
+        lambda x: spec(x.shape, x.dtype), tree)
+    ref = floats if self.ref_params is not None else None
+    xs_U = (ids, ids, floats, None, ref, floats, spec((u, m), jnp.float32))
+    stats = self._update.lower(
+        as_abstract(self.params), as_abstract(self.opt_state), xs_U,
+        spec((), jnp.int32), spec((), jnp.bool_)).compile().memory_analysis()
+    return {"arguments": int(stats.argument_size_in_bytes),
+            "outputs": int(stats.output_size_in_bytes),
+            "temporaries": int(stats.temp_size_in_bytes)}
 
   def model(self) -> nnx.Module:
     """The current weights as a model (e.g. for `Engine.update_weights`)."""
