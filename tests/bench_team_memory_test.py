@@ -29,5 +29,8 @@ def test_a_sweep_measures_each_size_and_stops_past_the_limit(tmp_path):
            + row["sub_update_seconds"] + row["other_seconds"])
   assert parts == pytest.approx(row["step_seconds"], rel=1e-6)
   assert row["rollout_seconds"] > 0 and row["sub_update_seconds"] > 0
+  # What the memory holds at that size (bench.memory), beside the peak.
+  assert row["planned_gib"] == pytest.approx(sum(row["parts_gib"].values()))
+  assert row["largest_part"] in row["parts_gib"]
   table = team_memory.table({**out, "config": "tiny", "machine": "m"})
-  assert "| 2x2 |" in table and "largest B x K within 0.01 GiB: None" in table
+  assert "| 2x2 |" in table and f"({row['largest_part']} " in table and "largest B x K within 0.01 GiB: None" in table

@@ -113,7 +113,9 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
                   f" / {r['main_update_seconds']:.1f} / "
                   f"{r['sub_update_seconds']:.1f})",
                   "peer": "-", "ratio": "-", "target": "-",
-                  "status": f"peak {r['peak_host_gib']:.1f} GiB"})
+                  "status": f"peak {r['peak_host_gib']:.1f} GiB"
+                  + (f" (planned {r['planned_gib']:.1f}; largest part "
+                     f"{r['largest_part']})" if "planned_gib" in r else "")})
     out.append({"measurement": f"largest B x K within {team['limit_gib']} "
                 "GiB", "ours": str(team["largest_fitting"]), "peer": "-",
                 "ratio": "-", "target": "-", "status": "-"})

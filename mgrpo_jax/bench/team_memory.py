@@ -8,7 +8,9 @@ For each B x K of --sizes (questions per step x rollouts per question), in
 order, one child process runs `bench.step.measure` on the config with that
 batch (the warm start comes from the keyed cache after the first) and
 reports the median step's seconds by phase (rollout, main update, sub
-update, the rest) and the process's peak resident memory. The sweep stops
+update, the rest), the process's peak resident memory, and what the
+memory holds by part at that size (bench.memory: weights, Adam, sampler
+copies, KV caches, the update's temporaries; its total and largest part). The sweep stops
 at the first size whose child dies (out of memory) or whose peak passes
 --limit_gib: the largest size before it is the largest that fits. Each size
 is its own process because peak memory (ru_maxrss) only ever grows.
@@ -61,12 +63,17 @@ def summarise(measured: dict) -> dict:
   out["other_seconds"] = out["step_seconds"] - sum(
       v for k, v in out.items() if k not in ("step_seconds",))
   out["peak_host_gib"] = measured["memory"]["host_rss_mib"] / 1024
+  if "parts" in measured:  # What the memory holds (bench.memory).
+    parts = measured["parts"]
+    out["planned_gib"] = parts["total_bytes"] / 1024 ** 3
+    out["largest_part"] = parts["largest"]
+    out["parts_gib"] = {k: v / 1024 ** 3 for k, v in parts["by_part"].items()}
   return out
 
 
 def _child(config_path: str, size: tuple[int, int], steps: int, warmup: int,
            out: str) -> None:
-  from mgrpo_jax.bench import step  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.bench import memory, step  # pylint: disable=g-import-not-at-top
   from mgrpo_jax.models.loading import enable_compilation_cache  # pylint: disable=g-import-not-at-top
   from mgrpo_jax.runtime.config_checks import load_config_file  # pylint: disable=g-import-not-at-top
   enable_compilation_cache()
@@ -74,8 +81,9 @@ def _child(config_path: str, size: tuple[int, int], steps: int, warmup: int,
   config.train.questions_per_step, config.train.group_size = size
   for side in ("main", "sub"):  # Every conversation of the step live at
     config.agents[side].rows = size[0] * size[1]  # once: the KV caches grow.
-  pathlib.Path(out).write_text(json.dumps(
-      step.measure(config, steps=steps, warmup=warmup)))
+  measured = step.measure(config, steps=steps, warmup=warmup)
+  measured["parts"] = memory.measure(config)
+  pathlib.Path(out).write_text(json.dumps(measured))
 
 
 def sweep(config_path: str, sizes: Sequence[tuple[int, int]], *, steps: int,
@@ -107,12 +115,17 @@ def sweep(config_path: str, sizes: Sequence[tuple[int, int]], *, steps: int,
 def table(results: dict) -> str:
   lines = [f"{results['config']} step by batch ({results['machine']})",
            "| B x K | step s | rollout s | main update s | sub update s | "
-           "other s | peak host GiB |", "|---|---|---|---|---|---|---|"]
+           "other s | peak host GiB | planned GiB (largest part) |",
+           "|---|---|---|---|---|---|---|---|"]
   for r in results["sizes"]:
+    planned = (f"{r['planned_gib']:.1f} ({r['largest_part']} "
+               f"{r['parts_gib'][r['largest_part']]:.1f})"
+               if "planned_gib" in r else "-")
     lines.append(f"| {r['B']}x{r['K']} | {r['step_seconds']:.1f} | "
                  f"{r['rollout_seconds']:.1f} | {r['main_update_seconds']:.1f}"
                  f" | {r['sub_update_seconds']:.1f} | "
-                 f"{r['other_seconds']:.1f} | {r['peak_host_gib']:.1f} |")
+                 f"{r['other_seconds']:.1f} | {r['peak_host_gib']:.1f} | "
+                 f"{planned} |")
   lines.append(f"largest B x K within {results['limit_gib']} GiB: "
                f"{results['largest_fitting']}"
                + (f" (stopped at {results['stopped']})"
