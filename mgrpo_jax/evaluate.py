@@ -46,12 +46,12 @@ from mgrpo_jax.agents import report
 from mgrpo_jax.agents.rewards import is_correct
 from mgrpo_jax.agents.team import build_team
 from mgrpo_jax.agents.tools import SearchBackend
-from mgrpo_jax.agents.web import WebBackend, WebConfig, check_tools_config
-from mgrpo_jax.data.corpus import LocalCorpus
+from mgrpo_jax.agents.web import WebBackend, check_tools_config
 from mgrpo_jax.data.loading import load_corpus, load_tasks
 from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.runtime import config_checks
 from mgrpo_jax.runtime import logs
+from mgrpo_jax.train.data import search_backend
 from mgrpo_jax.train.evaluator import roll_out, weights_of
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -189,14 +189,14 @@ def _search_backend(config: ml_collections.ConfigDict, name: str, taskset,
                        "'web': the web backend searches the web, not a "
                        "corpus; drop --corpus or set "
                        "--config.tools.backend=local.")
-    return WebBackend(WebConfig(**config.tools.web.to_dict()))
+    return search_backend(config, (), "the web")
   documents = load_corpus(corpus) if corpus else taskset.documents
   if not documents:
     raise ValueError(f"--data={data!r} carries no documents to search; pass "
                      "--corpus with a JSONL corpus ({id, title, text} per "
                      "line), or search the web with "
                      "--config.tools.backend=web.")
-  return LocalCorpus(documents, source=str(corpus or data))
+  return search_backend(config, documents, str(corpus or data))
 
 
 def _output_dir(path: str | None, data: str) -> pathlib.Path:

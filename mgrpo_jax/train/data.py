@@ -140,20 +140,27 @@ def uses_web(config) -> bool:
   return "tools" in config and config.tools.backend == "web"
 
 
+def search_backend(config, documents: Sequence[Document], source: str
+                   ) -> SearchBackend:
+  """The backend `config.tools.backend` names, for training and `evaluate`
+  alike: the web (agents/web.py, `config.tools.web`), or BM25 over
+  `documents` (`source` names them in messages)."""
+  if uses_web(config):
+    from mgrpo_jax.agents.web import WebBackend, WebConfig  # pylint: disable=g-import-not-at-top
+    return WebBackend(WebConfig(**config.tools.web.to_dict()))
+  return LocalCorpus(documents, source=source)
+
+
 def load_data(config) -> Data:
   splits = {split: load_split(config, split) for split in SPLITS
             if limit_of(config, split) != 0}
   named = [(f"config.data.{s}={data_section(config)[s]!r}", t)
            for s, t in splits.items()]
-  if uses_web(config):
-    from mgrpo_jax.agents.web import WebBackend, WebConfig  # pylint: disable=g-import-not-at-top
-    documents = merged_documents(named)
-    backend = WebBackend(WebConfig(**config.tools.web.to_dict()))
-  else:
-    documents = corpus_documents(config, named)
-    source = ("synthetic world" if is_synthetic(config)
-              else str(data_section(config)["corpus"]))
-    backend = LocalCorpus(documents, source=source)
+  documents = (merged_documents(named) if uses_web(config)
+               else corpus_documents(config, named))
+  backend = search_backend(
+      config, documents, "synthetic world" if is_synthetic(config)
+      else str(data_section(config)["corpus"]))
   test = splits.get("test")
   return Data(list(splits["train"].tasks), list(splits["validation"].tasks),
               backend, config.seed, list(test.tasks) if test else [],
