@@ -1,0 +1,110 @@
+"""A closed set of compiled programs of one jitted function.
+
+On a TPU one compilation of a large model's program takes tens of seconds;
+a run should compile its programs at start-up, from the shapes its config
+allows, and nothing after. `Programs` wraps a `jax.jit` function:
+
+  programs = Programs("decode", jax.jit(f, static_argnums=(0,)),
+                      static_argnums=(0,), strict=True)
+  seconds = programs.precompile([(64, jax.ShapeDtypeStruct((8, 64), f32)),
+                                 ...])   # in threads, through the
+                                         # persistent compilation cache
+  out = programs(64, x)                  # runs the program of x's shape
+
+Each call is keyed by its static arguments and each array argument's shape,
+dtype and weak type (shardings are the compiled program's to check). A
+call whose program was not compiled at start-up is compiled then and
+counted (`late`), or, with `strict=True`, refused with a `ShapeError`
+naming the program and the shape, before anything runs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+import jax
+import numpy as np
+
+
+class ShapeError(RuntimeError):
+  """A call needs a program outside the set compiled at start-up."""
+
+
+def _leaf_key(x: Any) -> tuple:
+  if isinstance(x, (jax.ShapeDtypeStruct, jax.Array)):
+    return (tuple(x.shape), np.dtype(x.dtype).name,
+            bool(getattr(x, "weak_type", False)))
+  if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    return ((), type(x).__name__, True)  # A Python scalar: weakly typed.
+  x = np.asarray(x)
+  return (x.shape, x.dtype.name, False)
+
+
+class Programs:
+  """The compiled programs of `jitted`, one per call shape (see module
+  docstring)."""
+
+  def __init__(self, name: str, jitted: Callable[..., Any], *,
+               static_argnums: Sequence[int] = (), strict: bool = False):
+    self.name = name
+    self._jitted = jitted
+    self._static = tuple(static_argnums)
+    self.strict = strict
+    self._compiled: dict[tuple, Any] = {}
+    self._lock = threading.Lock()
+    self.late = 0  # Programs compiled by a call, after `precompile`.
+
+  def key(self, args: Sequence[Any]) -> tuple:
+    """The program a call with `args` runs: static values, array shapes."""
+    static = tuple(args[i] for i in self._static)
+    dynamic = [a for i, a in enumerate(args) if i not in self._static]
+    leaves, tree = jax.tree.flatten(dynamic)
+    return static, tree, tuple(_leaf_key(x) for x in leaves)
+
+  def _dynamic(self, args: Sequence[Any]) -> list[Any]:
+    return [a for i, a in enumerate(args) if i not in self._static]
+
+  def _compile(self, args: Sequence[Any]) -> Any:
+    compiled = self._jitted.lower(*args).compile()
+    with self._lock:
+      return self._compiled.setdefault(self.key(args), compiled)
+
+  def precompile(self, calls: Iterable[Sequence[Any]], *,
+                 threads: int = 4) -> float:
+    """Compiles the program of every call (arrays as ShapeDtypeStructs,
+    static arguments as values), `threads` at a time; the seconds taken."""
+    start = time.perf_counter()
+    todo = [tuple(c) for c in calls]
+    todo = list({self.key(c): c for c in todo
+                 if self.key(c) not in self._compiled}.values())
+    with concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
+      list(pool.map(self._compile, todo))
+    return time.perf_counter() - start
+
+  @property
+  def count(self) -> int:
+    """Programs compiled so far."""
+    return len(self._compiled)
+
+  def shapes(self) -> list[tuple]:
+    """The keys of the compiled programs (for logs and errors)."""
+    return list(self._compiled)
+
+  def __call__(self, *args: Any) -> Any:
+    key = self.key(args)
+    compiled = self._compiled.get(key)
+    if compiled is None:
+      if self.strict:
+        static, _, arrays = key
+        raise ShapeError(
+            f"program {self.name!r}: a call with static arguments {static} "
+            f"and arrays {[(s, d) for s, d, _ in arrays]} (shape, dtype) is "
+            f"outside the {self.count} program(s) compiled at start-up "
+            "(config.runtime.strict_shapes=True stops here; False compiles "
+            "it now).")
+      compiled = self._compile(args)
+      self.late += 1
+    return compiled(*self._dynamic(args))
