@@ -10,7 +10,8 @@ def _records(step_seconds, loss):
   return [{"step": 0, "eval/accuracy": 0.5}] + [
       {"step": s, "time/step": t, "time/rollout": t / 2,
        "time/main_update": t / 4, "time/sub_update": t / 8,
-       "main/loss": loss, "weights/sub_checksum": s, "time": 1e9 + s}
+       "main/loss": loss, "weights/sub_checksum": s, "time": 1e9 + s,
+       "rollout/tokens_per_second": 100.0 / t}
       for s, t in zip((1, 2, 3), step_seconds)]
 
 
@@ -21,6 +22,7 @@ def test_medians_leave_out_the_first_step_and_the_gap_is_relative():
   assert out["medians"]["1x4"]["time/step"] == 3.0
   assert out["medians"]["2x2"]["time/rollout"] == 2.0
   assert out["largest_relative_gap"] == pytest.approx(0.0005 / 0.5005)
+  assert (out["figures_equal"], out["figures_compared"]) == (0, 3)
   text = multihost.table({**out, "machine": "m"})
   assert "| time/step | 3.00 | 4.00 | 1.33x |" in text
 

@@ -13,9 +13,10 @@ Runs `python -m mgrpo_jax.main` twice on CPU devices, each agent on a
        slice run a role
 
 and prints, side by side, the median seconds of a step and of its phases
-over the steps after the first (which compiles), and the largest relative
-difference of the figures both runs log (the same run to float32
-rounding; tests/multihost_test.py holds it exactly where it must be). The
+over the steps after the first (which compiles), how many of the figures
+both runs log are equal, and the largest relative difference of the others
+(the same run to float32 rounding; tests/multihost_test.py holds it
+exactly where it must be). `--reuse` compares the runs already in --out. The
 warm start comes from the cache (the first run trains it when missing).
 On a 2-core machine the two processes share the cores the one process has
 to itself: read 2x2 / 1x4 as the cost of the distributed plumbing here, not
@@ -99,15 +100,25 @@ def compare(one: Sequence[dict], two: Sequence[dict]) -> dict:
   medians = {name: {p: statistics.median(r[s][p] for s in later)
                     for p in PHASES}
              for name, r in (("1x4", a), ("2x2", b))}
-  gap = 0.0
+  gap, logp_gap, equal, compared = 0.0, 0.0, 0, 0
   for s in a:
     for key, value in a[s].items():
-      if (key.startswith(("time", "jit/", "weights/")) or key == "time"
+      # Timings, rates, compile counts and weight checksums (bit patterns:
+      # float32 rounding moves them far) are not figures of the run.
+      if (key == "step" or key.startswith(("time", "jit/", "weights/"))
+          or key.endswith(("per_second", "_checksum"))
           or key not in b[s] or not isinstance(value, (int, float))):
+        continue
+      compared += 1
+      equal += value == b[s][key]
+      if key.endswith("logp_gap_max"):  # float32 noise itself: absolute.
+        logp_gap = max(logp_gap, abs(value - b[s][key]))
         continue
       scale = max(abs(value), abs(b[s][key]), 1e-12)
       gap = max(gap, abs(value - b[s][key]) / scale)
-  return {"steps": later, "medians": medians, "largest_relative_gap": gap}
+  return {"steps": later, "medians": medians, "largest_relative_gap": gap,
+          "logp_gap_abs": logp_gap, "figures_equal": equal,
+          "figures_compared": compared}
 
 
 def table(result: dict) -> str:
@@ -118,8 +129,11 @@ def table(result: dict) -> str:
   for p in PHASES:
     lines.append(f"| {p} | {m['1x4'][p]:.2f} | {m['2x2'][p]:.2f} | "
                  f"{m['2x2'][p] / max(m['1x4'][p], 1e-9):.2f}x |")
-  lines.append("largest relative difference of the logged figures: "
-               f"{result['largest_relative_gap']:.1e}")
+  lines.append(f"logged figures: {result['figures_equal']} of "
+               f"{result['figures_compared']} equal; largest relative "
+               f"difference {result['largest_relative_gap']:.1e} (the "
+               "learner-sampler log-prob gaps aside, which differ by "
+               f"{result['logp_gap_abs']:.0e} at most)")
   return "\n".join(lines)
 
 
@@ -131,8 +145,13 @@ def main(argv):
                          "first step compiles and is left out).")
   out = pathlib.Path(_OUT.value)
   out.mkdir(parents=True, exist_ok=True)
-  one = run_layout(_CONFIG.value, _STEPS.value, out, 1)
-  two = run_layout(_CONFIG.value, _STEPS.value, out, 2)
+  if _REUSE.value:  # The runs an earlier call left in --out.
+    read = lambda name: [json.loads(line) for line in (
+        out / name / "all" / "metrics.jsonl").read_text().splitlines()]
+    one, two = read("1x4"), read("2x2")
+  else:
+    one = run_layout(_CONFIG.value, _STEPS.value, out, 1)
+    two = run_layout(_CONFIG.value, _STEPS.value, out, 2)
   result = {"machine": machine(), "config": _CONFIG.value,
             **compare(one, two)}
   print(table(result))
@@ -145,4 +164,6 @@ if __name__ == "__main__":
   _STEPS = flags.DEFINE_integer("steps", 4, "M-GRPO steps per layout.")
   _OUT = flags.DEFINE_string("out", "runs/bench/multihost",
                              "Where the runs and multihost.json go.")
+  _REUSE = flags.DEFINE_bool("reuse", False, "Compare the runs an earlier "
+                             "call left in --out instead of running them.")
   app.run(main)
