@@ -12,8 +12,9 @@ an Intel Xeon, 2026-12-07, launch/results/smollm2_calibration.md: SFT ~20
 s a step; an M-GRPO step of 4 x 4 untrained rollouts ~4.5 min; 18.1 GiB
 peak; one evaluation of 32 + 64 questions after the warm start 18 min
 while tests shared the cores: hence 2 x 4 rollouts, 16 + 48 questions,
-evaluated at the start and the end; not yet timed end to end); on a TPU
-VM or GPU raise the batch
+evaluated at the start and the end: a whole run then took 44 min, peak
+15.6 GiB, launch/results/smollm2/NOTES.md); on a TPU VM or GPU raise the
+batch
 (train.questions_per_step, train.group_size), the budgets and the SFT
 steps, and set `--config.mesh.share=False` with a device count per agent.
 configs/default.py documents every field; this file changes only these.
@@ -53,7 +54,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.learner[side].micro_batch = 4  # Sequences per forward/backward pass.
     config.learner[side].min_len = 256  # Smallest padded length.
     config.learner[side].max_len = 1024  # Longest sequence trained on.
-    config.learner[side].remat = True  # Without it an update of 4 x 1024 tokens needs 18.2 GiB of temporaries (3.7 with it): out of memory in 24 GiB.
+    config.learner[side].remat = True  # Without it an update of 4 x 1024 tokens at the rollouts' temperature needs 18.9 GiB of temporaries (4.4 with it): out of memory in 24 GiB.
   config.agents.visit_chars = 300  # Characters of page text a visit returns.
   config.agents.snippet_chars = 60  # Characters of each search hit's snippet.
   config.agents.search_k = 2  # Results per search.
