@@ -18,5 +18,9 @@
                      size (launch/bench_team.sh)
   team_runs.py       a pretrained team's test accuracy untrained, after
                      the warm start and after M-GRPO, per data and seed
+  memory.py          what a run's memory holds by part, from its config
+                     alone (the update compiled from shapes)
+  multihost.py       one role as 1 process x 4 devices against 2 processes
+                     x 2 devices (gloo): step time, figures compared
   common.py          the machine's description for every benchmark
 """

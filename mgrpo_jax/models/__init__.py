@@ -10,6 +10,8 @@
   sharding.py         the logical-axis -> mesh-axis rules table
   build.py            models born sharded (init or from host arrays)
   hf_checkpoint.py    Hugging Face safetensors read / write
+  tensor_views.py     a checkpoint's parameters read only where a shard
+                      needs them (multi-host loading)
   gguf_checkpoint.py  llama GGUF read (dequantise, un-permute, tokenizer)
   tokenizer.py        tokenizer + chat template (jinja2)
   tiny.py             the tiny model family: a BPE trained on given text, a

@@ -22,6 +22,8 @@ buckets. A leaf package: it imports nothing else of mgrpo_jax.
   cache.py           the keyed on-disk cache (one folder per key, renamed
                      into place)
   config_checks.py   config field checks, command-line errors (exit 2)
+  programs.py        a jitted function's programs compiled ahead of time,
+                     looked up by shape (strict: nothing compiles late)
   xla_options.py     per-jit XLA options: YNNPACK matmuls for gradients on
                      CPU
   buckets.py         padded sizes of jitted shapes: x1.5 steps (learners,
