@@ -8,6 +8,7 @@ from trainer_test_utils import tiny_config
 from mgrpo_jax.bench import step
 
 
+@pytest.mark.slow  # 30 s of a benchmark's own run.
 def test_a_tiny_run_is_split_into_phases_that_add_up(tmp_path):
   out = step.measure(tiny_config(tmp_path), steps=3, warmup=0)
   phases = out["phases"]

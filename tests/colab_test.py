@@ -149,6 +149,7 @@ def test_quickstart_trains_the_tiny_team_and_plots_its_curves(quickstart):
           f"start) -> {values['accuracy'][-1]:.3f} (step 2)") in printed
 
 
+@pytest.mark.slow  # 55 s: SmolLM2 rolls out in the notebook.
 def test_deep_research_shows_each_rollout_as_a_tree(quickstart):
   folder, _, _ = quickstart
   values, _ = run_notebook("deep_research.ipynb", folder,

@@ -16,6 +16,7 @@ from mgrpo_jax.runtime.config_checks import ConfigError
 from processes_test_utils import TIMEOUT_S, child_env, run_pair
 from trainer_test_utils import CHILD_CONFIG, ROOT, tiny_config
 
+@pytest.mark.slow  # 20 s; launch_test keeps two processes in the default run.
 def test_two_processes_train_one_mesh_as_one_process_does(tmp_path):
   """The learner on a mesh of 2 devices, one in each process, gives the
   figures and weights of the same learner on 2 devices of one process

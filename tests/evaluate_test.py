@@ -204,6 +204,7 @@ def test_a_bad_command_line_is_one_line_and_exit_2(args, line, tmp_path):
   assert not out.exists()
 
 
+@pytest.mark.slow  # 22 s of SmolLM2 rollouts.
 def test_smollm2_default_delegates_end_to_end(hotpot_file, tmp_path):
   """The command line, on the real default model: the untrained SmolLM2
   writes the delegated task itself, and its sub-agent searches BM25."""

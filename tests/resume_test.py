@@ -76,6 +76,7 @@ def check_resume(tmp_path, monkeypatch, cache, mode):
   return expected
 
 
+@pytest.mark.slow  # 75 s; trainer_test keeps a SIGKILL resume in the default run.
 def test_sigkill_two_steps_past_a_checkpoint_resumes_exactly(
     tmp_path, monkeypatch, cache):
   """M-GRPO with one_step staleness and a KL term: the resume needs a sub
