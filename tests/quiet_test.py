@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from absl import logging as absl_logging
 
 from mgrpo_jax.runtime import logs
@@ -26,6 +27,7 @@ def _main(config_file, cache, *flags):
   return result.stdout
 
 
+@pytest.mark.slow  # 17 s: two whole runs in child processes.
 def test_a_run_prints_its_own_lines_and_libraries_only_when_asked(tmp_path):
   config = tiny_config(tmp_path, steps=2, eval_every=2)
   config_file = tmp_path / "config.py"

@@ -32,6 +32,7 @@ def test_mgrpo_learns_and_beats_frozen_sub():
   assert frozen["eval/accuracy"] < trained["eval/accuracy"] - 0.5
 
 
+@pytest.mark.slow  # 10 s; test_mgrpo_learns_and_beats_frozen_sub runs the toy in the default run.
 def test_same_seed_same_run_other_seed_other_run():
   config = default_config()
   config.train.steps = 20
