@@ -19,7 +19,11 @@ what a row samples.
                       copies
   prefill.py          a call's prefill plan: shared prefixes, length groups;
                       the prefix a decode call reads once
+  shapes.py           each call's padded sizes: open ladders or a closed
+                      set compiled at start-up
+  sharing.py          conversations; what new ones share, prefilled once
   steps.py            the jitted steps, compiled once per model structure
+                      and shape (runtime/programs.py)
   precision.py        sampler weight dtypes; log-prob gap to the float32
                       model
   stop_strings.py     rows cut where their text gains a stop string

@@ -10,9 +10,11 @@ then runs jitted decode chunks of `chunk_steps` steps until every row is
 done. Between chunks the host checks stop strings. Both steps run
 `sampling.forward` (the decoder's math over per-layer weight copies, made
 once per weight update, which decodes much faster on CPU than the decoder's
-layer scan). Prefill rows, prompt length and cache window are bucketed to
-powers of two, decode rows to the finer x1.5 ladder (runtime/buckets.py),
-so the number of compilations stays bounded however many calls are made.
+layer scan). Every call's padded sizes come from `sampling.shapes.Shapes`:
+open ladders by default (prefill rows, prompt length and cache window on
+powers of two, decode rows on the finer x1.5 ladder), or a closed set
+whose every program `precompile` compiles up front; `strict_shapes=True`
+then refuses a call outside it (`runtime.programs.ShapeError`).
 
 Typical use by a rollout controller::
 
@@ -36,17 +38,14 @@ import numpy as np
 from flax import nnx
 
 from mgrpo_jax.models.decoder import Decoder, KVCache
-from mgrpo_jax.runtime.buckets import bucket, power_of_two
-from mgrpo_jax.sampling import (generation, precision, prefill, steps,
-                                stop_strings)
+from mgrpo_jax.runtime.programs import layout_of
+from mgrpo_jax.sampling import (generation, precision, prefill, sharing,
+                                steps, stop_strings)
 from mgrpo_jax.sampling.sampling_params import SamplingParams
+from mgrpo_jax.sampling.sharing import Conversation
+from mgrpo_jax.sampling.shapes import CASCADE_SLOTS, Shapes
 
 DecodeFn = Callable[[list[int]], str]
-# A prefix that decode reads once for all rows is rounded down to a multiple
-# of this many slots, so each row's own window is one too (XLA's CPU
-# reductions over 336 slots ran 15% slower than over 320 or 352: SmolLM2,
-# batch 32, AMD EPYC Zen 5).
-CASCADE_SLOTS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +57,6 @@ class Result:
   conv_id: int | None  # Conversation to extend / continue; None if released.
 
 
-@dataclasses.dataclass
-class _Conversation:
-  row: int  # Row of the engine's cache.
-  tokens: list[int]  # Every token of the conversation so far.
-  cached: int  # Positions [0, cached) hold this conversation's keys/values.
-
-
 class Engine:
   """Batched generation over live conversations (see the module docstring)."""
 
@@ -74,7 +66,8 @@ class Engine:
                truncate_prompts: bool = False, cache_dtype: Any = None,
                weights_dtype: Any = None,
                decode_fn: DecodeFn | Any = None, share_prefixes: bool = True,
-               cascade: bool = True):
+               cascade: bool = True, shapes: Shapes | None = None,
+               strict_shapes: bool = False):
     """Allocates the cache and prepares (lazily compiled) jitted steps.
 
     Args:
@@ -100,11 +93,16 @@ class Engine:
       decode_fn: `list[int] -> str`, or a tokenizer with `.decode`; needed
         only for stop strings (may also be passed per call).
       share_prefixes: prefill a prompt prefix that new conversations of one
-        call share once and copy its keys/values (`_share_prefixes`).
+        call share once and copy its keys/values (`sampling.sharing`).
       cascade: when the rows of a decode call start with the same tokens
         (a system prompt; rounded down to a multiple of CASCADE_SLOTS),
         read those slots once for all rows instead of once per row
         (`prefill.cascade_prefix`, `generation.decode_chunk`).
+      shapes: the calls' padded sizes (`sampling.shapes.Shapes`, whose
+        max_rows, cache_len, min_window and min_prompt must be this
+        engine's); None: the open ladders.
+      strict_shapes: refuse (`runtime.programs.ShapeError`) a call whose
+        program was not compiled (by `precompile` or an earlier call).
     """
     for name, value in (("max_conversations", max_conversations),
                         ("cache_len", cache_len), ("chunk_steps", chunk_steps),
@@ -113,6 +111,9 @@ class Engine:
       if not isinstance(value, int) or value < 1:
         raise ValueError(f"Engine {name}={value!r}: expected a positive "
                          "integer.")
+    self.shapes = Shapes.of_engine(shapes, max_conversations, cache_len,
+                                   min_window, min_prompt_bucket)
+    self.strict_shapes = bool(strict_shapes)
     self.config = model.config
     self.max_conversations = max_conversations
     self.cache_len = cache_len
@@ -138,7 +139,9 @@ class Engine:
     self.weights_version = -1  # Set by `update_weights`.
     self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
                                 cache_dtype or model.dtype)
-    self._conversations: dict[int, _Conversation] = {}
+    # Weights and cache keep their layout: the programs' key for them.
+    self._layout = layout_of((self._weights, self._cache))
+    self._conversations: dict[int, Conversation] = {}
     self._free_rows = list(range(max_conversations))
     self._next_id = 0
     self._shared = 0  # Last decode call's shared prefix, while any is open.
@@ -160,7 +163,25 @@ class Engine:
       raise ValueError("Engine.update_weights: the new weights do not match "
                        "the model's parameter structure, shapes and dtypes.")
     self._weights = self._steps.split(state, self._weights_dtype)
+    self._layout = layout_of((self._weights, self._cache))
     self.weights_version = int(version)
+
+  def precompile(self, stop_ids: int = 1, *, key: jax.Array | None = None,
+                 threads: int = 2) -> tuple[int, float]:
+    """Compiles every program `shapes.programs()` lists, `threads` at a time
+    (through the persistent compilation cache, so a second start loads
+    them); returns (programs in the set, seconds). Calls then run these
+    programs; with `strict_shapes` nothing else runs.
+
+    stop_ids: how many stop ids the calls will pass (their padded count is
+      a program's shape too); key: a PRNG key like the calls' (default
+      `jax.random.key(0)`: typed keys).
+    """
+    calls = steps.example_calls(
+        self.shapes.programs(), self.config, self._dtype, self.chunk_steps,
+        self._weights, self._cache, stop_ids,
+        jax.random.key(0) if key is None else key)
+    return self._steps.precompile(calls, self._layout, threads)
 
   @property
   def trace_counts(self) -> dict[str, int]:
@@ -192,7 +213,7 @@ class Engine:
                        "finished conversations first.")
     conv_id = self._next_id
     self._next_id += 1
-    self._conversations[conv_id] = _Conversation(self._free_rows.pop(0),
+    self._conversations[conv_id] = Conversation(self._free_rows.pop(0),
                                                  tokens, 0)
     return conv_id
 
@@ -296,7 +317,9 @@ class Engine:
     first = np.zeros(b, np.int32)
     first_lp = np.zeros(b, np.float32)
     if self.share_prefixes:
-      self._share_prefixes(convs, sampling, prefill_key, first, first_lp)
+      sharing.share_prefixes(convs, self.min_prompt_bucket, self._prefill,
+                             self._copy, sampling, prefill_key, first,
+                             first_lp)
     todo = [i for i, c in enumerate(convs) if c.cached < len(c.tokens)]
     pending = [convs[i].tokens[convs[i].cached:] for i in todo]
     for group in prefill.plan_calls([len(p) for p in pending],
@@ -317,16 +340,17 @@ class Engine:
 
     # Decode in chunks until every row is done; each chunk runs only the
     # rows still live (finished rows leave the batch, whose bucket shrinks).
-    shared = (prefill.cascade_prefix([c.tokens for c in convs],
-                                     [c.cached for c in convs],
-                                     CASCADE_SLOTS, self._shared)
-              if self.cascade else 0)
+    # A closed set rounds each chunk's prefix to its window's (below).
+    shared = (prefill.cascade_prefix(
+        [c.tokens for c in convs], [c.cached for c in convs],
+        1 if self.shapes.closed else CASCADE_SLOTS,
+        0 if self.shapes.closed else self._shared) if self.cascade else 0)
     self._shared = shared or self._shared
     chunk = 0
     while not done.all():
       chunk += 1
       live = np.flatnonzero(~done)
-      bp = bucket(len(live), 1, self.max_conversations)  # 20 rows: 24.
+      bp = self.shapes.decode_rows(len(live))  # Open: 20 rows in 24.
       pad = bp - len(live)
       padded = lambda x, fill: np.concatenate(
           [np.asarray(x)[live], np.full(pad, fill)]).astype(np.int32)
@@ -334,19 +358,20 @@ class Engine:
       count = padded(count_all, 0)
       last = padded([g[-1] for g in generated], 0)
       position = padded(prior + count_all - 1, self.cache_len)
-      live_end = int(position[:len(live)].max()) + self.chunk_steps
-      prefix = shared if len(live) > 1 else 0
+      window = self.shapes.decode_window(
+          int(position[:len(live)].max()) + self.chunk_steps)
+      prefix = self.shapes.prefix(shared, window) if len(live) > 1 else 0
       self.decoded_rows += bp
       self.cascade_chunks += prefix > 0
       start = time.perf_counter()
-      self._cache, out = self._steps.decode(
-          self.config, self._dtype, self._window(live_end), self.chunk_steps,
-          prefix, self._weights, self._cache,
-          padded([c.row for c in convs], self.max_conversations),
-          np.int32(convs[live[0]].row), last, position, count,
-          padded(budget, 0),
-          np.arange(bp) >= len(live), padded(np.arange(b), 0), sampling,
-          jax.random.fold_in(key, chunk))
+      self._cache, out = self._steps.decode.run(
+          (self.config, self._dtype, window, self.chunk_steps, prefix,
+           self._weights, self._cache,
+           padded([c.row for c in convs], self.max_conversations),
+           np.int32(convs[live[0]].row), last, position, count,
+           padded(budget, 0), np.arange(bp) >= len(live),
+           padded(np.arange(b), 0), sampling, jax.random.fold_in(key, chunk)),
+          strict=self.strict_shapes, layout=self._layout)
       toks, lps, new_count, new_done = (
           np.asarray(out.tokens_BxN), np.asarray(out.logprobs_BxN),
           np.asarray(out.count_B), np.asarray(out.done_B))
@@ -383,7 +408,7 @@ class Engine:
 
   # ---------------------------------------------------------------- helpers
 
-  def _get(self, conv_id: int) -> _Conversation:
+  def _get(self, conv_id: int) -> Conversation:
     if conv_id not in self._conversations:
       raise KeyError(f"Engine: unknown conversation id {conv_id!r} (never "
                      "started, or released).")
@@ -397,36 +422,55 @@ class Engine:
                        f"[0, vocab_size={self.config.vocab_size}).")
     return out
 
-  def _prefill(self, convs: list[_Conversation], pending: list[list[int]],
+  def _prefill(self, convs: list[Conversation], pending: list[list[int]],
                sampling: generation.Sampling, key: jax.Array,
                draws: Sequence[int], sources: Sequence[int] | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """Writes each conversation's `pending` tokens (at least one each) at
     its next positions; returns tokens sampled after them and their
     log-probs: draw m samples after conversation `sources[m]` (default: one
-    draw per conversation, in order) with `draws[m]`."""
+    draw per conversation, in order) with `draws[m]`. Rows with more than
+    `shapes.chunk` tokens prefill them in calls of that many first (what
+    those calls sample is dropped)."""
+    limit = self.shapes.chunk
+    while limit and max(map(len, pending)) > limit:
+      long = [j for j, p in enumerate(pending) if len(p) > limit]
+      self._prefill_call([convs[j] for j in long],
+                         [pending[j][:limit] for j in long], sampling, key,
+                         range(len(long)))
+      pending = [p[limit:] if len(p) > limit else p for p in pending]
+    return self._prefill_call(convs, pending, sampling, key, draws, sources)
+
+  def _prefill_call(self, convs: list[Conversation],
+                    pending: list[list[int]], sampling: generation.Sampling,
+                    key: jax.Array, draws: Sequence[int],
+                    sources: Sequence[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """One jitted prefill call of `_prefill`."""
     n = len(convs)
-    bp = self._rows(n)
+    bp = self.shapes.call_rows(n)
     pad = [0] * (bp - n)
-    t = power_of_two(max(map(len, pending)), self.min_prompt_bucket)
+    t = self.shapes.prompt_tokens(max(map(len, pending)))
     tokens_BxT = np.zeros((bp, t), np.int32)
     for i, p in enumerate(pending):
       tokens_BxT[i, :len(p)] = p
     rows = [c.row for c in convs] + [self.max_conversations] * len(pad)
     start = [c.cached for c in convs] + pad
     length = list(map(len, pending)) + pad
-    window = self._window(max(s + l for s, l in zip(start, length)))
+    window = self.shapes.prefill_window(max(s + l for s, l in zip(start,
+                                                                  length)))
     sources = list(range(n)) if sources is None else list(sources)
     # Draws pad to max_conversations: a prefill shape is one program
     # whatever its fan-out (logits of a few more rows cost little).
     m = len(draws)
     fill = [0] * (self.max_conversations - m)
     begin = time.perf_counter()
-    self._cache, first, first_lp = self._steps.prefill(
-        self.config, self._dtype, window, self._weights, self._cache,
-        np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
-        np.array(length, np.int32), np.array(sources + fill, np.int32),
-        np.array(list(draws) + fill, np.int32), sampling, key)
+    self._cache, first, first_lp = self._steps.prefill.run(
+        (self.config, self._dtype, window, self._weights, self._cache,
+         np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
+         np.array(length, np.int32), np.array(sources + fill, np.int32),
+         np.array(list(draws) + fill, np.int32), sampling, key),
+        strict=self.strict_shapes, layout=self._layout)
     first, first_lp = np.asarray(first)[:m], np.asarray(first_lp)[:m]
     self.seconds["prefill"] += time.perf_counter() - begin
     for c, p in zip(convs, pending):
@@ -435,64 +479,18 @@ class Engine:
     self.prefill_slots += bp * t
     return first, first_lp
 
-  def _copy(self, sources: list[_Conversation],
-            targets: list[_Conversation], slots: int) -> None:
+  def _copy(self, sources: list[Conversation],
+            targets: list[Conversation], slots: int) -> None:
     """Slots [0, slots) of each source row copied into its target row."""
-    bp = self._rows(len(targets))
+    bp = self.shapes.call_rows(len(targets))
     pad = [self.max_conversations] * (bp - len(targets))
     start = time.perf_counter()
-    self._cache = jax.block_until_ready(self._steps.copy(
-        self._window(slots), self._cache,
-        np.array([c.row for c in sources] + pad, np.int32),
-        np.array([c.row for c in targets] + pad, np.int32)))
+    self._cache = jax.block_until_ready(self._steps.copy.run(
+        (self.shapes.prefill_window(slots), self._cache,
+         np.array([c.row for c in sources] + pad, np.int32),
+         np.array([c.row for c in targets] + pad, np.int32)),
+        strict=self.strict_shapes, layout=self._layout))
     self.seconds["copy"] += time.perf_counter() - start
-
-  def _share_prefixes(self, convs: list[_Conversation],
-                      sampling: generation.Sampling, key: jax.Array,
-                      first: np.ndarray, first_lp: np.ndarray) -> None:
-    """Prefills once what new conversations of one call share, and copies it.
-
-    Two levels: the prefix common to every distinct new prompt (a system
-    prompt, at least `min_prompt_bucket` tokens), then each prompt that
-    several rows hold (a group of rollouts of one question): its first row
-    prefills it whole, every row of the group samples its first token after
-    it (into `first` / `first_lp`, drawing with its index in `convs`, as it
-    would alone), and the others get a copy of its keys and values. Those
-    are the ones the rows would compute themselves, up to float32 rounding
-    of another batch shape.
-    """
-    fresh = [i for i, c in enumerate(convs) if c.cached == 0]
-    plan = prefill.share_plan([convs[i].tokens for i in fresh],
-                              self.min_prompt_bucket)
-    heads = [convs[fresh[g[0]]] for g in plan.groups]
-    if plan.common:
-      self._prefill([heads[0]], [heads[0].tokens[:plan.common]], sampling,
-                    key, [0])
-      self._copy([heads[0]] * (len(heads) - 1), heads[1:], plan.common)
-      for h in heads[1:]:
-        h.cached = plan.common
-    shared = [[fresh[j] for j in g] for g in plan.groups if len(g) > 1]
-    if not shared:
-      return
-    leads = [convs[g[0]] for g in shared]
-    rows = [i for g in shared for i in g]
-    first[rows], first_lp[rows] = self._prefill(
-        leads, [c.tokens[c.cached:] for c in leads], sampling, key, rows,
-        [j for j, g in enumerate(shared) for _ in g])
-    self._copy([convs[g[0]] for g in shared for _ in g[1:]],
-               [convs[i] for g in shared for i in g[1:]],
-               max(len(c.tokens) for c in leads))
-    for g in shared:
-      for i in g[1:]:
-        convs[i].cached = convs[g[0]].cached
-
-  def _rows(self, n: int) -> int:
-    """Rows a call of n conversations is padded to."""
-    return power_of_two(n, 1, self.max_conversations)
-
-  def _window(self, live_end: int) -> int:
-    return power_of_two(live_end, self.min_window, self.cache_len)
-
 
 def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:
   """Tree structure and leaf (shape, dtype) of a model state."""

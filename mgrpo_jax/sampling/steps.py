@@ -1,7 +1,9 @@
-"""The engine's jitted steps, compiled once per model structure.
+"""The engine's jitted steps, compiled once per model structure and shape.
 
-Every engine whose model has the same structure (graphdef) shares them, and
-their trace counts (= compilations).
+Every engine whose model has the same structure (graphdef) shares them,
+their compiled programs (`runtime.programs.Programs`, one per call shape,
+compiled on first use or ahead of time by `Engine.precompile`) and their
+trace counts (= compilations).
 """
 
 from __future__ import annotations
@@ -9,22 +11,35 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import time
 from typing import Any, Callable
 
 import jax
+import numpy as np
 from flax import nnx
 
+from mgrpo_jax.runtime.programs import Programs
 from mgrpo_jax.sampling import forward, generation
+from mgrpo_jax.sampling.sampling_params import SamplingParams
 
 
 @dataclasses.dataclass(frozen=True)
 class Steps:
   """Jitted steps of one model structure, and their trace counts."""
   split: Callable[[nnx.State, str], forward.Weights]
-  prefill: Callable[..., Any]
-  decode: Callable[..., Any]
-  copy: Callable[..., Any]
+  prefill: Programs
+  decode: Programs
+  copy: Programs
   traces: collections.Counter
+
+  def precompile(self, calls: dict[str, list[tuple]], layout: Any,
+                 threads: int) -> tuple[int, float]:
+    """Compiles the program of each call (`example_calls`) of an engine
+    whose weights and cache have `layout`; (programs, seconds)."""
+    start = time.perf_counter()
+    for name, todo in calls.items():
+      getattr(self, name).precompile(todo, layout=layout, threads=threads)
+    return sum(map(len, calls.values())), time.perf_counter() - start
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,11 +63,38 @@ def compiled_steps(graphdef: nnx.GraphDef) -> Steps:
     traces["copy"] += 1
     return generation.copy_rows(cache, src_B, dst_B, window)
 
-  # The cache (first argument after the weights) is donated: updated in place.
-  return Steps(jax.jit(split, static_argnums=(1,)),
-                jax.jit(prefill, static_argnums=(0, 1, 2),
-                        donate_argnums=(4,)),
-                jax.jit(decode, static_argnums=(0, 1, 2, 3, 4),
-                        donate_argnums=(6,)),
-                jax.jit(copy, static_argnums=(0,), donate_argnums=(1,)),
-                traces)
+  # The cache (first argument after the weights) is donated: updated in
+  # place. Weights and cache keep their shapes: left out of a call's key.
+  return Steps(
+      jax.jit(split, static_argnums=(1,)),
+      Programs("prefill", jax.jit(prefill, static_argnums=(0, 1, 2),
+                                  donate_argnums=(4,)),
+               static_argnums=(0, 1, 2), fixed_argnums=(3, 4)),
+      Programs("decode", jax.jit(decode, static_argnums=(0, 1, 2, 3, 4),
+                                 donate_argnums=(6,)),
+               static_argnums=(0, 1, 2, 3, 4), fixed_argnums=(5, 6)),
+      Programs("copy", jax.jit(copy, static_argnums=(0,),
+                               donate_argnums=(1,)),
+               static_argnums=(0,), fixed_argnums=(1,)),
+      traces)
+
+
+def example_calls(plan: dict[str, list[tuple[int, ...]]], config, dtype,
+                  chunk_steps: int, weights: forward.Weights, cache,
+                  stop_ids: int, key: jax.Array) -> dict[str, list[tuple]]:
+  """Arguments of one call of each program of `plan` (`Shapes.programs()`),
+  for `Programs.precompile`: an engine's weights and cache, zeros of each
+  shape, `stop_ids` stop ids, PRNG keys like `key`."""
+  sampling = generation.sampling_of(SamplingParams(
+      temperature=1.0, stop_token_ids=tuple(range(stop_ids))))
+  i32 = lambda *shape: np.zeros(shape, np.int32)
+  rows = cache.k.shape[1]
+  return {
+      "decode": [(config, dtype, w, chunk_steps, p, weights, cache, i32(b),
+                  np.int32(0), i32(b), i32(b), i32(b), i32(b),
+                  np.zeros(b, bool), i32(b), sampling, key)
+                 for b, w, p in plan["decode"]],
+      "prefill": [(config, dtype, w, weights, cache, i32(b), i32(b, t),
+                   i32(b), i32(b), i32(rows), i32(rows), sampling, key)
+                  for b, t, w in plan["prefill"]],
+      "copy": [(w, cache, i32(b), i32(b)) for b, w in plan["copy"]]}
