@@ -147,6 +147,15 @@ def get_config() -> ml_collections.ConfigDict:
   config.mesh.sub = agent_mesh()  # The sub-agent (tool executor); the next devices.
   config.mesh.verifier = agent_mesh()  # The verifier kind's devices (when in agents.sub_kinds).
 
+  config.runtime = ml_collections.ConfigDict()  # Compiled programs (train/compiled.py, sampling/shapes.py).
+  config.runtime.shapes = "open"  # "open": padded sizes on ladders, each program compiled when a step first needs it; "closed": every sampler's and learner's shapes from a short list, all compiled at start-up (nothing after the first step).
+  config.runtime.strict_shapes = False  # With shapes="closed": a call outside the set stops the run (ShapeError naming the program and shape) instead of compiling it.
+  config.runtime.decode_row_floor = 8  # closed: fewest rows a decode call pads to (a decode step reads every weight whatever its rows).
+  config.runtime.decode_windows = 4  # closed: decode cache windows, the largest this many powers of two up to agents.<agent>.context_tokens.
+  config.runtime.prefill_windows = 2  # closed: prefill and cache-copy windows, likewise.
+  config.runtime.prefill_chunk = 256  # closed: most tokens a conversation prefills per call (longer prompts take several).
+  config.runtime.compile_threads = 2  # Programs compiled at once at start-up.
+
   config.store = ml_collections.ConfigDict()
   config.store.root = ""  # Shared store: a directory or gs://bucket/prefix ("": run_dir/store).
   config.store.timeout_s = 600.0  # How long one side waits for the other.

@@ -46,7 +46,14 @@ ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 *((f"learner.{agent}", "remat", False)
                   for agent in ("main", "sub", "verifier")),
                 *((f"mesh.{agent}", "sampler_devices", 0)
-                  for agent in ("main", "sub", "verifier")))
+                  for agent in ("main", "sub", "verifier")),
+                ("runtime", "shapes", "open"),
+                ("runtime", "strict_shapes", False),
+                ("runtime", "decode_row_floor", 8),
+                ("runtime", "decode_windows", 4),
+                ("runtime", "prefill_windows", 2),
+                ("runtime", "prefill_chunk", 256),
+                ("runtime", "compile_threads", 2))
 
 
 def without_added_defaults(fields: dict) -> dict:
@@ -75,6 +82,8 @@ def without_added_defaults(fields: dict) -> dict:
       if field in values and values[field] == default:
         del values[field]
         parent[last] = values
+        if not values:  # A section added whole, at its defaults.
+          del parent[last]
   return fields
 
 

@@ -55,3 +55,15 @@ def test_compilations_and_cache_loads_are_counted_from_the_warmup_on():
   old = [{k: v for k, v in r.items() if k != "jit/cache_loads"}
          for r in records]
   assert step.split(old, (), warmup=2)["cache_loads_per_100_steps"] == 0
+
+
+def test_compilations_after_the_first_step_and_start_up_figures():
+  records = [_record(1, 50, 10), _record(2, 52, 10), _record(3, 52, 10),
+             _record(4, 52, 10), _record(5, 60, 10)]
+  records[0].update({"startup/programs": 30.0, "startup/compile_seconds": 9.0,
+                     "startup/programs/main_sampler": 15.0})
+  out = step.split(records, (), warmup=1)
+  # Steps 1..4 (step 5 evaluates): 2 programs after the first step.
+  assert out["compilations_after_first_step"] == 2
+  assert out["startup"] == {"programs": 30.0, "compile_seconds": 9.0,
+                            "programs/main_sampler": 15.0}

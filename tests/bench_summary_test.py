@@ -74,3 +74,28 @@ def test_a_step_file_without_cache_loads_still_reads(tmp_path):
   names = [r["measurement"] for r in summary.summarize(tmp_path)["rows"]]
   assert "compilations per 100 steps after warm-up" in names
   assert not any("persistent" in n for n in names)
+
+
+def test_closed_shapes_are_compared_with_open_ones(tmp_path):
+  phases = {"rollout": 10.0, "main learner": 4.0, "sub learner": 5.0}
+  closed = {"compilations_after_first_step": 0.0,
+            "phases": {"rollout": 10.2, "main learner": 4.4,
+                       "sub learner": 5.0},
+            "startup": {"programs": 140.0, "compile_seconds": 60.0,
+                        "programs/main_sampler": 66.0}}
+  step_json = {**STEP, "phases": phases, "compilations_after_first_step": 7.0,
+               "closed": closed}
+  (tmp_path / "step.json").write_text(json.dumps(step_json))
+  by_name = {r["measurement"]: r for r in summary.summarize(tmp_path)["rows"]}
+  after = by_name["closed shapes: compilations after the first step"]
+  assert (after["ours"], after["peer"], after["status"]) == ("0", "open 7",
+                                                             "met")
+  startup = by_name["closed shapes: programs compiled at start-up (seconds)"]
+  assert (startup["ours"], startup["status"]) == ("140 (60 s)",
+                                                  "main_sampler 66")
+  rollout = by_name["closed shapes: rollout seconds of the median step, vs "
+                    "open"]
+  assert (rollout["ratio"], rollout["status"]) == ("0.98x", "met")
+  main = by_name["closed shapes: main learner seconds of the median step, "
+                 "vs open"]
+  assert (main["ratio"], main["status"]) == ("0.91x", "missed")

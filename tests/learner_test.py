@@ -9,7 +9,7 @@ from model_test_utils import tiny_config
 from mgrpo_jax.models import build
 from mgrpo_jax.train import update
 from mgrpo_jax.train.learner import Learner
-from mgrpo_jax.train.packing import pack
+from mgrpo_jax.train.packing import closed_lengths, pack
 
 
 def trajectories(n=4, seed=0):
@@ -38,6 +38,17 @@ def test_pack_shifts_targets_and_masks_and_pads():
   assert batch.num_sequences == 2
   with pytest.raises(ValueError, match="3 token arrays, 2 masks"):
     pack(tokens, masks[:2], [0, 0, 0], micro_batch=1, min_len=8, max_len=64)
+
+
+def test_closed_packing_pads_to_the_few_lengths_of_its_set():
+  assert closed_lengths(64, 1024) == [64, 128, 256, 512, 1024]
+  assert closed_lengths(100, 1000) == [100, 200, 400, 800, 1000]
+  tokens = [np.arange(40) % 7, np.arange(20) % 7]
+  masks = [np.ones(40, bool), np.ones(20, bool)]
+  shape = lambda closed: pack(tokens, masks, [1.0, -1.0], micro_batch=2,
+                              min_len=8, max_len=64,
+                              closed=closed).inputs_NxT.shape
+  assert shape(False) == (2, 48) and shape(True) == (2, 64)  # 39 targets.
 
 
 def _learner(micro_batch, mesh=None, **kw):

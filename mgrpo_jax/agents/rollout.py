@@ -208,6 +208,26 @@ class RolloutController:
                        f"{sorted(self.agents)}.")
     self.agents[agent].policy.update_weights(params, version=version)
 
+  def precompile(self, threads: int, *, strict: bool = False
+                 ) -> dict[str, tuple[int, float]]:
+    """Compiles each sampler's closed set of programs (`Engine.precompile`,
+    for the stop ids its agents pass), once per sampler; with `strict`
+    the samplers then refuse any other shape. {first agent of a sampler:
+    (programs, seconds)}; samplers without `precompile` (an oracle) are
+    left out."""
+    stops: dict[int, tuple[str, int]] = {}
+    for name, agent in self.agents.items():
+      if hasattr(agent.policy, "precompile"):
+        first, count = stops.get(id(agent.policy), (name, 0))
+        stops[id(agent.policy)] = (first, max(
+            count, len(self._params[name].stop_token_ids)))
+    out = {}
+    for name, count in stops.values():
+      policy = self.agents[name].policy
+      out[name] = policy.precompile(count, threads=threads)
+      policy.strict_shapes = strict
+    return out
+
   def run(self, tasks: Sequence[Task], group_size: int, key: jax.Array, *,
           on_rollout: Callable[[Rollout], None] | None = None
           ) -> list[list[Rollout]]:

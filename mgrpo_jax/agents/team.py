@@ -44,6 +44,7 @@ from mgrpo_jax.agents.tools import SearchBackend, ToolRegistry, search_and_visit
 from mgrpo_jax.sampling.engine import Engine
 from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
 from mgrpo_jax.sampling.sampling_params import SamplingParams
+from mgrpo_jax.sampling.shapes import Shapes
 
 LAYOUTS = ("multi", "single")
 
@@ -127,11 +128,27 @@ def check_agents_config(config: ml_collections.ConfigDict) -> None:
                      "expected a number >= 0 (0 = greedy).")
 
 
+def engine_shapes(runtime: ml_collections.ConfigDict | None,
+                  section: ml_collections.ConfigDict) -> Shapes | None:
+  """The closed shapes of an agent's sampler (its `agents.<agent>`
+  section) under a run's `runtime` section (train/compiled.py); None
+  (the engine's open ladders) without one or with shapes="open"."""
+  if runtime is None or runtime.shapes != "closed":
+    return None
+  return Shapes(section.rows, section.context_tokens, closed=True,
+                row_floor=runtime.decode_row_floor,
+                decode_window_count=runtime.decode_windows,
+                prefill_window_count=runtime.prefill_windows,
+                prefill_chunk=runtime.prefill_chunk)
+
+
 def _engine(model: Any, config: ml_collections.ConfigDict,
-            section: ml_collections.ConfigDict) -> Engine:
+            section: ml_collections.ConfigDict,
+            runtime: ml_collections.ConfigDict | None) -> Engine:
   return Engine(model, max_conversations=section.rows,
                 cache_len=section.context_tokens, chunk_steps=16,
-                weights_dtype=config.sampler_dtype)
+                weights_dtype=config.sampler_dtype,
+                shapes=engine_shapes(runtime, section))
 
 
 def _sampling(config: ml_collections.ConfigDict,
@@ -145,7 +162,8 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
                main_model: Any = None, main_tokenizer: Any,
                sub_model: Any = None, sub_tokenizer: Any = None,
                sub_models: Mapping[str, Any] | None = None,
-               policies: Mapping[str, Any] | None = None
+               policies: Mapping[str, Any] | None = None,
+               runtime: ml_collections.ConfigDict | None = None
                ) -> RolloutController:
   """The controller for `config` (the `agents` section of a run config).
 
@@ -153,7 +171,8 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
   `main_model`; a sub-agent kind's `sub_models[kind]`, else `sub_model`,
   else the main agent's. `policies` may give an agent another `Policy` by
   name ("main", a kind; the single agent is "main"), e.g. the oracle of
-  agents/oracle.py.
+  agents/oracle.py. `runtime` (a run config's section): the samplers'
+  shapes, open (None) or closed (`engine_shapes`).
   """
   check_agents_config(config)
   search_tools = {t.spec.name: t for t in search_and_visit(
@@ -164,7 +183,7 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
   if main_model is None and "main" not in policies:
     raise ValueError("build_team: expected main_model (or a 'main' policy).")
   main_engine = policies.get("main") or _engine(main_model, config,
-                                                       config.main)
+                                                       config.main, runtime)
   common = dict(answer_reserve=config.answer_reserve,
                 strict_format=config.strict_format,
                 prompt_style=config.prompt_style)
@@ -180,7 +199,8 @@ def build_team(config: ml_collections.ConfigDict, backend: SearchBackend, *,
   for name in config.sub_kinds:
     kind, section = KINDS[name], config[name]
     model = (sub_models or {}).get(name) or sub_model or main_model
-    engines[name] = policies.get(name) or _engine(model, config, section)
+    engines[name] = policies.get(name) or _engine(model, config, section,
+                                                  runtime)
     delegations.append(Delegation(kind.tool, name))
     others.append(Agent(
         name, engines[name], sub_tokenizer, kind.instructions,

@@ -1,7 +1,7 @@
 """One M-GRPO step of a training config, split by phase.
 
   python -m mgrpo_jax.bench.step [--config=configs/default.py] [--steps=8]
-      [--warmup=3] [--json=runs/bench/step.json]
+      [--warmup=3] [--shapes=open,closed] [--json=runs/bench/step.json]
 
 Runs the config (both sides in this process, role "all") for --steps steps
 in a fresh temporary run directory (the warm start comes from the keyed
@@ -15,6 +15,13 @@ agent would not do) as a share of the step, XLA compilations per 100 steps
 after warm-up (from `jit/compilations`) and how many of them the persistent
 compilation cache answered (`jit/cache_loads`: programs an earlier run
 compiled, loaded in a fraction of the time), and the process' peak memory.
+
+With `--shapes=open,closed` the config runs twice, with its samplers' and
+learners' shapes open (`config.runtime.shapes="open"`: compiled when first
+met) and closed (compiled at start-up, train/compiled.py); the JSON's top
+level holds the open run, "closed" the closed one, with the programs each
+agent compiled at start-up, how long that took, and the compilations
+after the first step (the closed set's target: 0).
 """
 
 from __future__ import annotations
@@ -86,7 +93,13 @@ def split(records: list[dict], kinds: tuple[str, ...], warmup: int) -> dict:
       return float("nan")
     return 100.0 * (count(window[-1]) - count(window[0])) / (len(window) - 1)
 
+  first = steps[0]  # The first step: start-up's last compilations.
   return {"step_seconds": total, "phases": seconds,
+          "compilations_after_first_step": (
+              window[-1]["jit/compilations"] - first["jit/compilations"]
+              if window else float("nan")),
+          "startup": {k[len("startup/"):]: v for k, v in first.items()
+                      if k.startswith("startup/")},
           "overhead_seconds": overhead, "overhead_share": overhead / total,
           "timed_steps": len(timed),
           "compilations_per_100_steps": per_100(
@@ -107,9 +120,11 @@ def peak_memory() -> dict:
   return out
 
 
-def measure(config, *, steps: int, warmup: int) -> dict:
-  """Runs `config` for `steps` steps in a temporary run directory and
-  returns the split (see the module docstring)."""
+def measure(config, *, steps: int, warmup: int,
+            shapes: str | None = None) -> dict:
+  """Runs `config` for `steps` steps in a temporary run directory (with
+  `config.runtime.shapes=shapes` unless None) and returns the split (see
+  the module docstring)."""
   from mgrpo_jax.train import trainer
   if not isinstance(warmup, int) or warmup < 0 or not isinstance(
       steps, int) or steps < warmup + 2:
@@ -121,6 +136,8 @@ def measure(config, *, steps: int, warmup: int) -> dict:
     config.run_dir = tmp
     config.train.steps = steps
     config.train.eval_every = steps
+    if shapes is not None:
+      config.runtime.shapes = shapes
     trainer.check_config(config, "all")
     trainer.run(config, log=lambda line: None)
     records = [json.loads(line) for line in
@@ -138,23 +155,34 @@ def _define_flags():
           flags.DEFINE_integer("steps", 8, "Training steps to run."),
           flags.DEFINE_integer("warmup", 3, "First steps left out (they "
                                "compile)."),
+          flags.DEFINE_list("shapes", ["open", "closed"], "config.runtime."
+                            "shapes of the runs: the first's figures are the "
+                            "JSON's top level, a second's go under its name."),
           flags.DEFINE_string("json", "runs/bench/step.json",
                               "Where to write the results as JSON."))
 
 
 def main(argv):
   del argv
-  config_flag, steps_flag, warmup_flag, json_flag = _FLAGS
+  config_flag, steps_flag, warmup_flag, shapes_flag, json_flag = _FLAGS
+  if not shapes_flag.value or len(set(shapes_flag.value)) != len(
+      shapes_flag.value) or not set(shapes_flag.value) <= {"open", "closed"}:
+    raise app.UsageError(f"--shapes={','.join(shapes_flag.value)}: expected "
+                         "open, closed or both, e.g. open,closed")
   from mgrpo_jax.models.loading import enable_compilation_cache
   from mgrpo_jax.runtime import logs
   logs.configure()
   enable_compilation_cache()
   config = load_config_file(config_flag.value)
+  first, *others = shapes_flag.value
   results = {"machine": machine(), "jax": jax.__version__,
              "config": config_flag.value, "steps": steps_flag.value,
-             "warmup": warmup_flag.value,
+             "warmup": warmup_flag.value, "shapes": first,
              **measure(config, steps=steps_flag.value,
-                       warmup=warmup_flag.value)}
+                       warmup=warmup_flag.value, shapes=first)}
+  for other in others:
+    results[other] = measure(config, steps=steps_flag.value,
+                             warmup=warmup_flag.value, shapes=other)
   print(table(results))
   path = pathlib.Path(json_flag.value)
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +208,16 @@ def table(results: dict) -> str:
                "the persistent compilation cache")
   lines.append("peak memory: " + ", ".join(
       f"{k} {v:.0f}" for k, v in results["memory"].items()))
+  closed = results.get("closed")
+  if closed:
+    lines.append(f"closed shapes: step {closed['step_seconds']:.3f} s "
+                 f"against {total:.3f} s open; rollout "
+                 f"{closed['phases']['rollout']:.3f} against "
+                 f"{results['phases']['rollout']:.3f} s; compilations after "
+                 f"the first step {closed['compilations_after_first_step']:.0f}"
+                 f" (open: {results['compilations_after_first_step']:.0f}); "
+                 "start-up: " + ", ".join(
+                     f"{k} {v:.0f}" for k, v in closed["startup"].items()))
   return "\n".join(lines)
 
 

@@ -101,6 +101,9 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
                   "compilation cache",
                   "ours": f"{st['cache_loads_per_100_steps']:.0f}",
                   "peer": "-", "ratio": "-", "target": "-", "status": "-"})
+    closed = st.get("closed")
+    if closed:
+      out.extend(_closed_rows(st, closed))
     for key, mib in st["memory"].items():
       out.append({"measurement": f"peak memory, {key}", "ours": f"{mib:.0f}",
                   "peer": "-", "ratio": "-", "target": "-", "status": "-"})
@@ -124,6 +127,35 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
       out.append({"measurement": f"{name}.json", "ours": "missing",
                   "peer": "-", "ratio": "-", "target": "-", "status": "-"})
   return out
+
+
+def _closed_rows(open_: dict, closed: dict) -> list[dict[str, str]]:
+  """The closed set of programs against open shapes (bench.step's
+  --shapes=open,closed): compilations after the first step, start-up, and
+  each phase's seconds (ratio open / closed: >= 0.95 is within 5%)."""
+  after = closed["compilations_after_first_step"]
+  startup = closed["startup"]
+  rows = [{"measurement": "closed shapes: compilations after the first step",
+           "ours": f"{after:.0f}",
+           "peer": f"open {open_['compilations_after_first_step']:.0f}",
+           "ratio": "-", "target": "0",
+           "status": _met(after, 0.5, below=True)},
+          {"measurement": "closed shapes: programs compiled at start-up "
+           "(seconds)", "ours": f"{startup.get('programs', 0):.0f} "
+           f"({startup.get('compile_seconds', 0):.0f} s)", "peer": "-",
+           "ratio": "-", "target": "-", "status": ", ".join(
+               f"{k[len('programs/'):]} {v:.0f}" for k, v in startup.items()
+               if k.startswith("programs/"))}]
+  for phase in ("rollout", "main learner", "sub learner"):
+    if phase in closed["phases"] and phase in open_["phases"]:
+      ours, theirs = closed["phases"][phase], open_["phases"][phase]
+      ratio = _ratio(theirs, ours)
+      rows.append({"measurement": f"closed shapes: {phase} seconds of the "
+                   "median step, vs open", "ours": f"{ours:.2f}",
+                   "peer": f"{theirs:.2f}",
+                   "ratio": f"{ratio:.2f}x" if ratio else "-",
+                   "target": ">= 0.95x", "status": _met(ratio, 0.95)})
+  return rows
 
 
 def table(table_rows: list[dict[str, str]]) -> str:

@@ -123,6 +123,12 @@ METRICS_DOC: dict[str, str] = {
     "jit/cache_loads": "Of jit/compilations, the programs loaded from the "
                        "persistent compilation cache (an earlier run "
                        "compiled them) rather than compiled by XLA.",
+    "startup/programs": "With config.runtime.shapes='closed', logged with "
+                        "the first step: programs of the closed sets "
+                        "compiled (or loaded from the persistent cache) "
+                        "at start-up; startup/programs/<agent>_sampler "
+                        "and <agent>_learner per part.",
+    "startup/compile_seconds": "Seconds those start-up compilations took.",
     "time/test": "Seconds of the step's test-split rollouts.",
     "eval/sub_version": "Sub-agent weight version the evaluation used: the "
                         "newest (the step's), in every staleness mode.",

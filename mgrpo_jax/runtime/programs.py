@@ -107,6 +107,16 @@ class Programs:
     return time.perf_counter() - start
 
   @property
+  def jitted(self) -> Callable[..., Any]:
+    """The jitted function (e.g. to lower it for a memory analysis)."""
+    return self._jitted
+
+  def out_info(self, args: Sequence[Any], layout: Any = None) -> Any:
+    """The outputs (shape, dtype, sharding: `jax.ShapeDtypeStruct`s) of the
+    compiled program of `args`."""
+    return self._compiled[self.key(tuple(args), layout)].out_info
+
+  @property
   def count(self) -> int:
     """Programs compiled so far."""
     return len(self._compiled)

@@ -162,8 +162,10 @@ class Engine:
     if _describe(state) != self._param_shapes:
       raise ValueError("Engine.update_weights: the new weights do not match "
                        "the model's parameter structure, shapes and dtypes.")
-    self._weights = self._steps.split(state, self._weights_dtype)
-    self._layout = layout_of((self._weights, self._cache))
+    # Placed as the first weights were: the compiled programs expect that.
+    self._weights = jax.device_put(
+        self._steps.split(state, self._weights_dtype),
+        jax.tree.map(lambda x: x.sharding, self._weights))
     self.weights_version = int(version)
 
   def precompile(self, stop_ids: int = 1, *, key: jax.Array | None = None,

@@ -18,6 +18,8 @@ and the M-GRPO trainer (the only package that holds optimizers).
                   steps
   shards.py       a step's rollouts split over the processes of the main
                   role, and joined again
+  compiled.py     the samplers' and learners' programs: open, or a closed
+                  set compiled at start-up (config.runtime)
   trainer.py      the step loop, metrics, checkpoints
   trained.py      a run's trained agent from its checkpoints (evaluate)
   run_checks.py   every field of a training config, before any compute

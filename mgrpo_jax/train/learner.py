@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -57,6 +59,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mgrpo_jax.core import losses
 from mgrpo_jax.runtime import processes
+from mgrpo_jax.runtime.programs import Programs
 from mgrpo_jax.runtime.xla_options import training_options
 from mgrpo_jax.train import update
 from mgrpo_jax.train.packing import Batch
@@ -159,10 +162,12 @@ class Learner:
     self.traces = collections.Counter()
     update.check_micro_batch(config.micro_batch, mesh,
                       f"learner.{name}.micro_batch")
-    self._logp = jax.jit(self._logp_all_fn)
-    self._update = jax.jit(self._update_fn, donate_argnums=(0, 1),
-                           compiler_options=training_options(),
-                           out_shardings=self._update_out_shardings())
+    # One compiled program per batch shape (`precompile`).
+    self._logp = Programs(f"{name} log-probs", jax.jit(self._logp_all_fn))
+    self._update = Programs(
+        f"{name} update", jax.jit(self._update_fn, donate_argnums=(0, 1),
+                                  compiler_options=training_options(),
+                                  out_shardings=self._update_out_shardings()))
 
   def _update_out_shardings(self):
     """Parameters and optimizer state stay where they are; the figures
@@ -319,12 +324,42 @@ class Learner:
         lambda x: spec(x.shape, x.dtype), tree)
     ref = floats if self.ref_params is not None else None
     xs_U = (ids, ids, floats, None, ref, floats, spec((u, m), jnp.float32))
-    stats = self._update.lower(
+    stats = self._update.jitted.lower(
         as_abstract(self.params), as_abstract(self.opt_state), xs_U,
         spec((), jnp.int32), spec((), jnp.bool_)).compile().memory_analysis()
     return {"arguments": int(stats.argument_size_in_bytes),
             "outputs": int(stats.output_size_in_bytes),
             "temporaries": int(stats.temp_size_in_bytes)}
+
+  def precompile(self, rows: int, lengths: Sequence[int], *,
+                 behaviour: bool = True, local: bool = False,
+                 strict: bool = False) -> tuple[int, float]:
+    """Compiles the update (and the log-prob passes it needs) of a packed
+    batch of `rows` rows for each padded length in `lengths`; `behaviour`:
+    the batches carry the sampler's log-probs; `local`: each process packs
+    its share. From then on, with `strict`, a batch of another shape stops
+    with `runtime.programs.ShapeError`. Returns (programs, seconds)."""
+    start = time.perf_counter()
+    for t in lengths:
+      ids, floats = np.zeros((rows, t), np.int32), np.zeros((rows, t),
+                                                            np.float32)
+      inputs, targets, mask = (self._rows(x, local) for x in (ids, ids,
+                                                              floats))
+      old = ref = None
+      if self.config.inner_epochs > 1 or self.ref_params is not None:
+        logp_call = (self.params, inputs, targets)
+        self._logp.precompile([logp_call])
+        logp_out = self._logp.out_info(logp_call)
+        old = logp_out if self.config.inner_epochs > 1 else None
+        ref = logp_out if self.ref_params is not None else None
+      xs_U = (inputs, targets, mask, old, ref,
+              self._rows(floats, local) if behaviour else None,
+              self._rows(np.zeros(rows, np.float32), local))
+      self._update.precompile([(self.params, self.opt_state, xs_U,
+                                jnp.int32(0), jnp.bool_(True))])
+    for programs in (self._logp, self._update):
+      programs.strict = strict
+    return self._logp.count + self._update.count, time.perf_counter() - start
 
   def model(self) -> nnx.Module:
     """The current weights as a model (e.g. for `Engine.update_weights`)."""

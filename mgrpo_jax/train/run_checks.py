@@ -31,6 +31,7 @@ from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
 from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
+from mgrpo_jax.train import compiled
 from mgrpo_jax.train import data as train_data
 from mgrpo_jax.train.learner import LearnerConfig
 from mgrpo_jax.train.warm_start import DEMONSTRATIONS, demonstration_source
@@ -52,6 +53,7 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   for agent in ("main", *kinds):
     _learner(config, agent)
   _sampler(config, kinds)
+  compiled.check_runtime(config, ("main", *kinds))
   _reward(config)
   integer(config, "align.d_max", minimum=0)  # 0: alignment off.
   for kind in kinds:

@@ -67,7 +67,8 @@ def learner_config(config, agent: str) -> LearnerConfig:
 
 def pack_settings(config, agent: str) -> batches.PackSettings:
   c = learner_config(config, agent)
-  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len)
+  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len,
+                              config.runtime.shapes == "closed")
 
 
 def absolute(path: str) -> str:
@@ -179,7 +180,8 @@ class Side:
       self.controller = build_team(
           agents_section(config), self.data.backend,
           main_model=samplers["main"], main_tokenizer=self.tok,
-          sub_models={k: samplers[k] for k in self.kinds})
+          sub_models={k: samplers[k] for k in self.kinds},
+          runtime=config.runtime)
     self.weights = weights_of(config.reward.to_dict())
     undecomposed = [t for t in self.data.train if not t.sub_questions]
     if self.weights.get("v_exp") and undecomposed:

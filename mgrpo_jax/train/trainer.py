@@ -84,6 +84,7 @@ from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.metrics import (MetricsWriter, ProgressBar, Silent,
                                        cache_loads, compilations,
                                        count_compilations, eval_line)
+from mgrpo_jax.train import compiled
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.side import Side, absolute
 
@@ -109,6 +110,9 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
     from mgrpo_jax.runtime import logs  # pylint: disable=g-import-not-at-top
     log = lambda line: logs.detail(f"process {processes.index()}: {line}")
   side = Side(config, role, log)
+  # A closed set of programs compiles here; its figures join the first
+  # step's metrics.
+  startup = compiled.precompile(config, side.controller, side.learners, log)
   c = config.train
   key = jax.random.key(config.seed)
   writer = (MetricsWriter(f"{absolute(config.run_dir)}/{role}") if primary
@@ -132,7 +136,8 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
     for step in range(side.start_step, c.steps):
       step_key = jax.random.fold_in(key, step)
       start = time.perf_counter()
-      metrics: dict[str, float] = {}
+      metrics: dict[str, float] = startup
+      startup = {}
       if side.main is not None:
         metrics.update(side.main_step(step, step_key))
       for kind in side.trained_kinds:
