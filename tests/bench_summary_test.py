@@ -99,3 +99,15 @@ def test_closed_shapes_are_compared_with_open_ones(tmp_path):
   main = by_name["closed shapes: main learner seconds of the median step, "
                  "vs open"]
   assert (main["ratio"], main["status"]) == ("0.91x", "missed")
+
+
+def test_the_closed_set_s_programs_have_a_row_per_agent_and_part(tmp_path):
+  (tmp_path / "step.json").write_text(json.dumps(STEP))
+  starts = {"first": {"main": {"sampler": [66, 40.0], "learner": [5, 9.0]}},
+            "second": {"main": {"sampler": [66, 4.0], "learner": [5, 1.0]}}}
+  (tmp_path / "programs.json").write_text(json.dumps(
+      {"config": "configs/default.py", "starts": starts}))
+  by_name = {r["measurement"]: r for r in summary.summarize(tmp_path)["rows"]}
+  row = by_name["closed set of configs/default.py: main sampler programs "
+                "(compile s, first start / second)"]
+  assert row["ours"] == "66 (40.0 / 4.0 s)"

@@ -20,6 +20,8 @@
                      the warm start and after M-GRPO, per data and seed
   memory.py          what a run's memory holds by part, from its config
                      alone (the update compiled from shapes)
+  programs.py        each agent's closed set of programs: count, compile
+                     seconds at a first and a second start
   multihost.py       one role as 1 process x 4 devices against 2 processes
                      x 2 devices (gloo): step time, figures compared
   common.py          the machine's description for every benchmark

@@ -19,7 +19,8 @@ import sys
 from typing import Any
 
 FILES = ("speed", "rollouts", "step")
-OPTIONAL = ("team",)  # Read when present (launch/bench_team.sh writes it).
+OPTIONAL = ("team",  # Read when present (launch/bench_team.sh writes it),
+            "programs")  # and bench.programs (launch/bench.sh).
 
 # (batch, ours / HF, ours / Tunix) targets of the sampler.
 GENERATE_TARGETS = {8: (2.0, 1.2), 32: (1.5, 1.2)}
@@ -107,6 +108,16 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
     for key, mib in st["memory"].items():
       out.append({"measurement": f"peak memory, {key}", "ours": f"{mib:.0f}",
                   "peer": "-", "ratio": "-", "target": "-", "status": "-"})
+  pr = results.get("programs")
+  if pr:
+    first, second = pr["starts"].values()
+    for agent, parts in first.items():
+      for part, (n, seconds) in parts.items():
+        out.append({"measurement": f"closed set of {pr['config']}: {agent} "
+                    f"{part} programs (compile s, first start / second)",
+                    "ours": f"{n:.0f} ({seconds:.1f} / "
+                    f"{second[agent][part][1]:.1f} s)", "peer": "-",
+                    "ratio": "-", "target": "-", "status": "-"})
   team = results.get("team")
   if team:
     for r in team["sizes"]:
