@@ -184,5 +184,5 @@ def test_unsupported_model_type(tok, tmp_path):
   (tmp_path / "config.json").write_text(json.dumps(hf))
   with pytest.raises(ModelConfigError, match=(
       r"config\.json: model_type='mistral' is not supported; expected one of "
-      r"\['llama', 'qwen2', 'qwen3'\]")):
+      r"\['llama', 'qwen2', 'qwen3', 'qwen3_moe'\]")):
     load_model(tmp_path)

@@ -44,6 +44,12 @@ CASES = {
         **COMMON, num_key_value_heads=2, head_dim=32,
         tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+    # Mixture of experts: 8 experts of width 32, 2 per token (renormalised).
+    "qwen3_moe": lambda: transformers.Qwen3MoeConfig(
+        **COMMON, num_key_value_heads=2, head_dim=16,
+        tie_word_embeddings=False, moe_intermediate_size=32,
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
 }
 
 

@@ -1,4 +1,5 @@
-"""Llama / Qwen2 / Qwen3 decoders in Flax NNX: config, weights, tokenizer.
+"""Llama / Qwen2 / Qwen3 / Qwen3-MoE decoders in Flax NNX: config, weights,
+tokenizer.
 
   from mgrpo_jax.models import load_model
   model, tokenizer = load_model("smollm2-135m-instruct")   # or an HF directory
@@ -7,6 +8,8 @@
 
   config.py           ModelConfig, read from / written to config.json
   decoder.py          the decoder, KV cache, RoPE
+  moe.py              Qwen3-MoE's mixture of experts: router, grouped
+                      expert matmuls, load-balancing loss, expert load
   sharding.py         the logical-axis -> mesh-axis rules table
   build.py            models born sharded (init or from host arrays)
   hf_checkpoint.py    Hugging Face safetensors read / write

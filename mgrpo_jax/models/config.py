@@ -1,8 +1,8 @@
-"""Decoder configuration for the Llama / Qwen2 / Qwen3 family.
+"""Decoder configuration for the Llama / Qwen2 / Qwen3 / Qwen3-MoE family.
 
 Shape letters used across models/: B batch, T time, S cache slots, D model
 width, F MLP width, V vocab, L layers, H query heads, G key/value heads,
-Dh head width.
+Dh head width; E experts, K experts per token, Fe an expert's MLP width.
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-FAMILIES = ("llama", "qwen2", "qwen3")
+FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe")
+MOE_FAMILIES = ("qwen3_moe",)
+# config.json fields of MoE variants this decoder does not implement, and
+# the value that means "not used".
+_UNSUPPORTED_MOE = {"mlp_only_layers": [], "decoder_sparse_step": 1,
+                    "shared_expert_intermediate_size": 0,
+                    "num_shared_experts": 0, "n_shared_experts": 0}
 
 
 class ModelConfigError(ValueError):
@@ -38,6 +44,12 @@ class ModelConfig:
   # original_max_position_embeddings), or None for plain RoPE.
   rope_llama3: tuple[float, float, float, int] | None = None
   max_position_embeddings: int = 8192  # Longest position the model was trained on.
+  # Mixture of experts (family "qwen3_moe"; 0 for dense models): every
+  # layer's MLP is E SwiGLU experts of width Fe, K of them per token.
+  num_experts: int = 0  # E.
+  experts_per_token: int = 0  # K.
+  moe_intermediate_size: int = 0  # Fe.
+  norm_topk_prob: bool = False  # Renormalise the K router weights to sum 1.
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -54,6 +66,21 @@ class ModelConfig:
           f"ModelConfig.num_heads={self.num_heads} is not a multiple of "
           f"num_kv_heads={self.num_kv_heads} (grouped-query attention needs "
           "each key/value head to serve the same number of query heads).")
+    moe = (self.num_experts, self.experts_per_token,
+           self.moe_intermediate_size)
+    if self.family in MOE_FAMILIES:
+      if not all(isinstance(v, int) and v >= 1 for v in moe) or (
+          self.experts_per_token > self.num_experts):
+        raise ModelConfigError(
+            f"ModelConfig family={self.family!r}: num_experts="
+            f"{self.num_experts}, experts_per_token={self.experts_per_token}"
+            f", moe_intermediate_size={self.moe_intermediate_size}: expected "
+            "positive integers with experts_per_token <= num_experts.")
+    elif any(moe):
+      raise ModelConfigError(
+          f"ModelConfig family={self.family!r} is dense: num_experts, "
+          "experts_per_token and moe_intermediate_size must be 0 (family "
+          f"'qwen3_moe' has experts), got {moe}.")
     if self.head_dim % 2:
       raise ModelConfigError(f"ModelConfig.head_dim={self.head_dim}: RoPE "
                              "needs an even head width.")
@@ -68,20 +95,23 @@ class ModelConfig:
       attn += h * dh + 2 * g * dh
     if self.qk_norm:
       attn += 2 * dh
-    layer = attn + 3 * d * f + 2 * d
+    mlp = (d * self.num_experts + 3 * self.num_experts * d
+           * self.moe_intermediate_size) if self.num_experts else 3 * d * f
+    layer = attn + mlp + 2 * d
     embed = self.vocab_size * d * (1 if self.tie_word_embeddings else 2)
     return self.num_layers * layer + embed + d
 
   @classmethod
   def from_hf(cls, hf: Mapping[str, Any], *, source: str = "config.json"
               ) -> "ModelConfig":
-    """Reads a Hugging Face config dict (Llama, Qwen2, Qwen3 model types)."""
+    """Reads a Hugging Face config dict (Llama, Qwen2, Qwen3, Qwen3-MoE
+    model types)."""
     model_type = hf.get("model_type")
     if model_type not in FAMILIES:
       raise ModelConfigError(
           f"{source}: model_type={model_type!r} is not supported; expected "
           f"one of {list(FAMILIES)} (Llama-family such as SmolLM2, Qwen2/2.5, "
-          "Qwen3).")
+          "Qwen3, Qwen3-MoE).")
 
     def need(key):
       if key not in hf:
@@ -107,6 +137,22 @@ class ModelConfig:
     elif rope_type not in ("default", None):
       raise ModelConfigError(f"{source}: rope type {rope_type!r} is not "
                              "supported; expected 'default' or 'llama3'.")
+    moe = {}
+    if model_type in MOE_FAMILIES:
+      for field, unused in _UNSUPPORTED_MOE.items():
+        if field in hf and hf[field] not in (unused, None):
+          raise ModelConfigError(
+              f"{source}: {field}={hf[field]!r} is not supported (every "
+              f"layer sparse, no shared experts: expected {unused!r}).")
+      experts = hf.get("num_experts", hf.get("num_local_experts"))
+      if experts is None:
+        raise ModelConfigError(f"{source}: missing field 'num_experts' (or "
+                               "'num_local_experts') needed for model_type="
+                               f"{model_type!r}.")
+      moe = dict(num_experts=experts,
+                 experts_per_token=need("num_experts_per_tok"),
+                 moe_intermediate_size=need("moe_intermediate_size"),
+                 norm_topk_prob=bool(hf.get("norm_topk_prob", False)))
     num_heads = need("num_attention_heads")
     hidden = need("hidden_size")
     return cls(
@@ -123,15 +169,17 @@ class ModelConfig:
         tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
         attention_bias=(True if model_type == "qwen2"
                         else bool(hf.get("attention_bias", False))),
-        qk_norm=model_type == "qwen3",
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
         rope_llama3=rope_llama3,
         max_position_embeddings=int(hf.get("max_position_embeddings", 8192)),
+        **moe,
     )
 
   def to_hf(self) -> dict[str, Any]:
     """A Hugging Face config dict that `from_hf` and transformers both read."""
     arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM"}[self.family]
+            "qwen3": "Qwen3ForCausalLM",
+            "qwen3_moe": "Qwen3MoeForCausalLM"}[self.family]
     out: dict[str, Any] = {
         "architectures": [arch],
         "model_type": self.family,
@@ -148,8 +196,15 @@ class ModelConfig:
         "max_position_embeddings": self.max_position_embeddings,
         "hidden_act": "silu",
     }
-    if self.family in ("llama", "qwen3"):
+    if self.family in ("llama", "qwen3", "qwen3_moe"):
       out["attention_bias"] = self.attention_bias
+    if self.num_experts:
+      out.update(num_experts=self.num_experts,
+                 num_local_experts=self.num_experts,
+                 num_experts_per_tok=self.experts_per_token,
+                 moe_intermediate_size=self.moe_intermediate_size,
+                 norm_topk_prob=self.norm_topk_prob, decoder_sparse_step=1,
+                 mlp_only_layers=[])
     if self.rope_llama3 is not None:
       factor, low, high, original = self.rope_llama3
       out["rope_scaling"] = {"rope_type": "llama3", "factor": factor,

@@ -1,8 +1,9 @@
-"""One Flax NNX decoder for the Llama / Qwen2 / Qwen3 family.
+"""One Flax NNX decoder for the Llama / Qwen2 / Qwen3 / Qwen3-MoE family.
 
-The Llama family (SmolLM2), Qwen2/2.5 (q/k/v bias) and Qwen3 (q/k RMSNorm,
-free head width): GQA, RoPE with the checkpoint's own theta (and Llama-3
-scaling), tied or untied embeddings, float32 or bfloat16.
+The Llama family (SmolLM2), Qwen2/2.5 (q/k/v bias), Qwen3 (q/k RMSNorm,
+free head width) and Qwen3-MoE (Qwen3 with a mixture-of-experts MLP in
+every layer, models/moe.py): GQA, RoPE with the checkpoint's own theta
+(and Llama-3 scaling), tied or untied embeddings, float32 or bfloat16.
 
 Layer parameters are stacked along a leading L axis and applied with
 `jax.lax.scan`, so compile time does not grow with depth. Every parameter
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from mgrpo_jax.models import moe
 from mgrpo_jax.models.config import ModelConfig
 
 
@@ -162,17 +164,34 @@ def attention(q_BxTxGxRxDh: jax.Array, keys_BxGxSxDh: jax.Array,
 
 def finish_layer(c: ModelConfig, dt, lp: dict[str, jax.Array],
                  h_BxTxD: jax.Array, attn_BxTxHDh: jax.Array) -> jax.Array:
-  """Output projection, residual, and the SwiGLU MLP block of one layer."""
+  """Output projection, residual, and the SwiGLU MLP block of one layer
+  (with experts: the mixture of experts, models/moe.py)."""
   h = h_BxTxD + matmul(attn_BxTxHDh, lp["wo"], dt)
   x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
+  if c.num_experts:
+    b, t, d = x.shape
+    x_NxD = x.reshape(b * t, d)
+    weights, experts, _ = moe.route(
+        x_NxD, lp["router"], c.experts_per_token, c.norm_topk_prob,
+        lambda a, w, out: matmul(a, w, dt, out=out))
+    y = moe.experts_mlp(x_NxD, weights, experts, lp["expert_gate"],
+                        lp["expert_up"], lp["expert_down"], dt,
+                        moe.default_impl())
+    return h + y.reshape(b, t, d)
   gate = jax.nn.silu(matmul(x, lp["w_gate"], dt))
   return h + matmul(gate * matmul(x, lp["w_up"], dt), lp["w_down"], dt)
 
 
+# A mixture-of-experts layer's MLP parameters (in place of w_gate, w_up,
+# w_down): router [L, D, E], experts [L, E, D, Fe] x 2 and [L, E, Fe, D].
+MOE_PARAMS = ("router", "expert_gate", "expert_up", "expert_down")
+
+
 def layer_param_names(config: ModelConfig) -> tuple[str, ...]:
   """Names of the per-layer (stacked [L, ...]) parameters of a decoder."""
-  names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
-           "w_down"]
+  names = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm",
+           *(MOE_PARAMS if config.num_experts else ("w_gate", "w_up",
+                                                    "w_down"))]
   if config.attention_bias:
     names += ["bq", "bk", "bv"]
   if config.qk_norm:
@@ -216,9 +235,19 @@ class Decoder(nnx.Module):
       self.q_norm = p((L, c.head_dim), ("layers", "norm"), ones=True)
       self.k_norm = p((L, c.head_dim), ("layers", "norm"), ones=True)
     self.mlp_norm = p((L, D), ("layers", "norm"), ones=True)
-    self.w_gate = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
-    self.w_up = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
-    self.w_down = p((L, F, D), ("layers", "mlp", "embed"), std=init_std)
+    if c.num_experts:
+      E, Fe = c.num_experts, c.moe_intermediate_size
+      self.router = p((L, D, E), ("layers", "embed", "experts"), std=init_std)
+      self.expert_gate = p((L, E, D, Fe), ("layers", "experts", "embed",
+                                            "mlp"), std=init_std)
+      self.expert_up = p((L, E, D, Fe), ("layers", "experts", "embed", "mlp"),
+                         std=init_std)
+      self.expert_down = p((L, E, Fe, D), ("layers", "experts", "mlp",
+                                            "embed"), std=init_std)
+    else:
+      self.w_gate = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
+      self.w_up = p((L, D, F), ("layers", "embed", "mlp"), std=init_std)
+      self.w_down = p((L, F, D), ("layers", "mlp", "embed"), std=init_std)
     self.final_norm = p((D,), ("norm",), ones=True)
     if not c.tie_word_embeddings:
       self.lm_head = p((D, c.vocab_size), ("embed", "vocab"), std=init_std)

@@ -23,6 +23,13 @@ Name map (N = layer; our layer parameters are stacked along a leading L axis;
   model.norm.weight                            final_norm     [D]
   lm_head.weight                               lm_head  T     [D, V] (untied)
 
+Qwen3-MoE's MLP (X = expert; in place of mlp.{gate,up,down}_proj):
+
+  model.layers.N.mlp.gate.weight               router[N]  T   [D, E]
+  model.layers.N.mlp.experts.X.{gate,up}_proj.weight
+                                   expert_{gate,up}[N, X] T   [D, Fe]
+  model.layers.N.mlp.experts.X.down_proj.weight  expert_down[N, X] T [Fe, D]
+
 With tied embeddings an `lm_head.weight` in the file is accepted only when it
 equals the embedding. Shape letters: see models/config.py.
 """
@@ -67,6 +74,13 @@ _LAYER_TENSORS = (
     ("mlp.gate_proj.weight", "w_gate", True),
     ("mlp.up_proj.weight", "w_up", True),
     ("mlp.down_proj.weight", "w_down", True),
+    ("mlp.gate.weight", "router", True),
+)
+# Per-expert tensors: HF name after "model.layers.N.mlp.experts.X.".
+_EXPERT_TENSORS = (
+    ("gate_proj.weight", "expert_gate", True),
+    ("up_proj.weight", "expert_up", True),
+    ("down_proj.weight", "expert_down", True),
 )
 # Whole-model tensors: HF name, our name, transposed.
 _GLOBAL_TENSORS = (
@@ -81,18 +95,24 @@ class CheckpointError(ValueError):
   """A checkpoint file is missing, incomplete or disagrees with its config."""
 
 
-def hf_tensor_names(config: ModelConfig) -> dict[str, tuple[str, int | None,
+def hf_tensor_names(config: ModelConfig) -> dict[str, tuple[str,
+                                                            tuple[int, ...],
                                                             bool]]:
-  """HF tensor name -> (our name, layer index or None, transposed)."""
+  """HF tensor name -> (our name, its index in ours: () whole, (layer,), or
+  (layer, expert), transposed)."""
   ours = expected_shapes(config)
-  out: dict[str, tuple[str, int | None, bool]] = {}
+  out: dict[str, tuple[str, tuple[int, ...], bool]] = {}
   for hf, name, transpose in _GLOBAL_TENSORS:
     if name in ours:
-      out[hf] = (name, None, transpose)
+      out[hf] = (name, (), transpose)
   for layer in range(config.num_layers):
     for suffix, name, transpose in _LAYER_TENSORS:
       if name in ours:
-        out[f"model.layers.{layer}.{suffix}"] = (name, layer, transpose)
+        out[f"model.layers.{layer}.{suffix}"] = (name, (layer,), transpose)
+    for expert in range(config.num_experts):
+      for suffix, name, transpose in _EXPERT_TENSORS:
+        out[f"model.layers.{layer}.mlp.experts.{expert}.{suffix}"] = (
+            name, (layer, expert), transpose)
   return out
 
 
@@ -222,26 +242,27 @@ def read_weights(directory: str | pathlib.Path, config: ModelConfig, *,
         f"tie_word_embeddings={config.tie_word_embeddings}).")
 
   shapes = expected_shapes(config)
-  pieces: dict[str, dict[int | None, Piece]] = {}
+  pieces: dict[str, dict[tuple[int, ...], Piece]] = {}
   by_file: dict[pathlib.Path, list[str]] = {}
   for name in names:
     by_file.setdefault(files[name], []).append(name)
   for path, tensors in sorted(by_file.items()):
     with safetensors.safe_open(str(path), framework="np") as f:
       for tensor in tensors:
-        ours, layer, transpose = names[tensor]
-        shape = shapes[ours] if layer is None else shapes[ours][1:]
+        ours, at, transpose = names[tensor]
+        shape = shapes[ours][len(at):]
         want = tuple(reversed(shape)) if transpose else tuple(shape)
         got = tuple(f.get_slice(tensor).get_shape())
         if got != want:
           raise CheckpointError(
               f"{path}: tensor {tensor!r} has shape {got}; config expects "
               f"{want} ({_config_summary(config)}).")
-        pieces.setdefault(ours, {})[layer] = Piece(path, tensor, transpose)
-  views = {name: ParameterView(shape, [pieces[name][l] for l in (
-      range(shape[0]) if None not in pieces[name] else [None])],
-                               stacked=None not in pieces[name])
-           for name, shape in shapes.items()}
+        pieces.setdefault(ours, {})[at] = Piece(path, tensor, transpose)
+  views = {}
+  for name, shape in shapes.items():
+    depth = len(next(iter(pieces[name])))  # Axes the pieces stack along.
+    views[name] = ParameterView(shape, [pieces[name][at] for at in sorted(
+        pieces[name])], stacked=depth)
   if tied_head:
     _check_tied_head(files[_TIED_HEAD], views["embed"])
   if lazy:
@@ -283,8 +304,8 @@ def to_hf_arrays(config: ModelConfig, arrays: Mapping[str, np.ndarray]
                  ) -> dict[str, np.ndarray]:
   """HF tensor name -> contiguous array in HF layout, from our arrays."""
   out = {}
-  for hf, (name, layer, transpose) in hf_tensor_names(config).items():
-    value = arrays[name] if layer is None else arrays[name][layer]
+  for hf, (name, at, transpose) in hf_tensor_names(config).items():
+    value = arrays[name][at]
     out[hf] = np.ascontiguousarray(value.T if transpose else value)
   return out
 

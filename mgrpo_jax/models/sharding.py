@@ -23,6 +23,7 @@ RULES: Mapping[str, str | None] = {
     "heads": "tp",    # query heads x head width
     "kv": "tp",       # key/value heads x head width
     "mlp": "tp",
+    "experts": None,  # a mixture of experts' expert axis: replicated
     "norm": None,
 }
 

@@ -14,6 +14,7 @@ read, so tests can check that a shard's load reads its shard.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 from typing import Sequence
 
@@ -33,16 +34,18 @@ class Piece:
 class ParameterView:
   """One parameter of shape `shape`, read from `pieces` only where indexed.
 
-  `stacked`: the parameter's leading axis is the layer axis, and pieces[l]
-  is layer l's tensor; else there is exactly one piece.
+  `stacked`: how many leading axes index the pieces (True: 1, the layer
+  axis, pieces[l] is layer l's tensor; 2: layers and experts, pieces in
+  row-major order, pieces[l * E + e]); 0 / False: exactly one piece.
   """
 
   def __init__(self, shape: Sequence[int], pieces: Sequence[Piece], *,
-               stacked: bool):
+               stacked: bool | int):
     self.shape = tuple(int(s) for s in shape)
     self.pieces = tuple(pieces)
-    self.stacked = stacked
-    if (len(self.pieces) != (self.shape[0] if stacked else 1)):
+    self.depth = int(stacked)
+    self.stacked = self.depth > 0
+    if len(self.pieces) != int(np.prod(self.shape[:self.depth])):
       raise ValueError(f"{len(self.pieces)} piece(s) for a parameter of shape "
                        f"{self.shape} (stacked={stacked}).")
     self.elements_read = 0
@@ -76,14 +79,20 @@ class ParameterView:
 
   def __getitem__(self, index) -> np.ndarray:
     slices = self._slices(index)
-    if not self.stacked:
+    if not self.depth:
       return self._read(self.pieces[0], slices)
-    layers = [self._read(self.pieces[l], slices[1:])
-              for l in range(slices[0].start, slices[0].stop)]
-    if layers:
-      return np.stack(layers)
-    dtype = self._read(self.pieces[0], (slice(0, 0),) * (self.ndim - 1)).dtype
-    return np.empty(tuple(s.stop - s.start for s in slices), dtype)
+    outer = [range(s.start, s.stop) for s in slices[:self.depth]]
+    strides = [int(np.prod(self.shape[a + 1:self.depth]))
+               for a in range(self.depth)]
+    parts = [self._read(self.pieces[sum(i * st for i, st in zip(at, strides))],
+                        slices[self.depth:])
+             for at in itertools.product(*outer)]
+    shape = tuple(s.stop - s.start for s in slices)
+    if parts:
+      return np.stack(parts).reshape(shape)
+    dtype = self._read(self.pieces[0],
+                       (slice(0, 0),) * (self.ndim - self.depth)).dtype
+    return np.empty(shape, dtype)
 
   def __array__(self, dtype=None, copy=None):
     value = self[()]
