@@ -45,6 +45,8 @@ ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 ("train", "rollout_shards", 0),
                 *((f"learner.{agent}", "remat", False)
                   for agent in ("main", "sub", "verifier")),
+                *((f"learner.{agent}", "router_aux_weight", 0.0)
+                  for agent in ("main", "sub", "verifier")),
                 *((f"mesh.{agent}", "sampler_devices", 0)
                   for agent in ("main", "sub", "verifier")),
                 ("runtime", "shapes", "open"),

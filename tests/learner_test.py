@@ -162,7 +162,7 @@ def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
                                      batch.mask_NxT)]
   adv = learner._rows(batch.adv_N)
 
-  loss = lambda p, xs: learner._loss_fn(p, xs, 10.0)
+  loss = lambda p, xs: learner._loss_fn(p, xs, 10.0, 1)
   recomputed = update.accumulate(loss, learner.params,
                                  (*rows, old, None, None, adv))
   skipped = update.accumulate(loss, learner.params,

@@ -111,3 +111,44 @@ def test_expert_fields_must_fit_the_family():
     ModelConfig(**{**MOE.__dict__, "experts_per_token": 9})
   with pytest.raises(ModelConfigError, match="family='qwen3' is dense"):
     ModelConfig(**{**MOE.__dict__, "family": "qwen3"})
+
+
+def _moe_learner(model, **overrides):
+  from mgrpo_jax.train.learner import Learner
+  from trainer_test_utils import learner_config
+  return Learner("main", model, learner_config(
+      learning_rate=1e-2, micro_batch=2, min_len=32, max_len=64,
+      **overrides))
+
+
+def test_the_learner_scores_what_the_moe_sampler_sampled_and_logs_routing():
+  from mgrpo_jax.train.packing import pack
+  model = build.init_model(MOE, seed=1)
+  before = np.asarray(model.router[...])  # (The update donates them.)
+  engine = Engine(model, max_conversations=4, cache_len=64, chunk_steps=4,
+                  min_window=32)
+  prompts = [list(range(3, 3 + n)) for n in (5, 9, 7, 12)]
+  results = engine.generate(prompts, SamplingParams(temperature=1.0,
+                                                    max_new_tokens=10),
+                            jax.random.key(2))
+  tokens = [np.array(p + r.tokens) for p, r in zip(prompts, results)]
+  masks = [np.array([0] * len(p) + [1] * len(r.tokens), bool)
+           for p, r in zip(prompts, results)]
+  logprobs = [np.concatenate([np.zeros(len(p)), r.logprobs])
+              for p, r in zip(prompts, results)]
+  batch = pack(tokens, masks, [1.0, -1.0, 0.5, -0.5], micro_batch=2,
+               min_len=32, max_len=64, logprobs=logprobs)
+  learner = _moe_learner(model)
+  metrics = learner.step(batch)
+  assert metrics["behaviour_logp_gap_max"] < 1e-4  # On-policy: equal.
+  # Router figures over the trained tokens: K = 2 when balanced.
+  assert 1.0 < metrics["router_aux_loss"] < 8.0
+  assert 1.0 <= metrics["expert_load_max"] <= 8.0
+  # The load-balancing loss trains the router only when weighted.
+  moved = {}
+  for weight in (0.0, 10.0):
+    learner = _moe_learner(build.init_model(MOE, seed=1),
+                           router_aux_weight=weight)
+    learner.step(batch)
+    moved[weight] = np.asarray(learner.model().router[...]) - before
+  assert not np.allclose(moved[0.0], moved[10.0], atol=1e-6)

@@ -162,24 +162,57 @@ def attention(q_BxTxGxRxDh: jax.Array, keys_BxGxSxDh: jax.Array,
   return out.reshape(b, t, g * r * dh)
 
 
+class Routing(NamedTuple):
+  """What a mixture-of-experts layer's router chose for its N tokens."""
+  experts_NxK: jax.Array  # int32
+  probs_NxE: jax.Array  # float32 router probabilities
+
+
 def finish_layer(c: ModelConfig, dt, lp: dict[str, jax.Array],
-                 h_BxTxD: jax.Array, attn_BxTxHDh: jax.Array) -> jax.Array:
+                 h_BxTxD: jax.Array, attn_BxTxHDh: jax.Array, *,
+                 routing: bool = False
+                 ) -> jax.Array | tuple[jax.Array, Routing | None]:
   """Output projection, residual, and the SwiGLU MLP block of one layer
-  (with experts: the mixture of experts, models/moe.py)."""
+  (with experts: the mixture of experts, models/moe.py); `routing`: also
+  the router's `Routing` (None for a dense layer)."""
   h = h_BxTxD + matmul(attn_BxTxHDh, lp["wo"], dt)
   x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
+  chosen = None
   if c.num_experts:
     b, t, d = x.shape
     x_NxD = x.reshape(b * t, d)
-    weights, experts, _ = moe.route(
+    weights, experts, probs = moe.route(
         x_NxD, lp["router"], c.experts_per_token, c.norm_topk_prob,
         lambda a, w, out: matmul(a, w, dt, out=out))
     y = moe.experts_mlp(x_NxD, weights, experts, lp["expert_gate"],
                         lp["expert_up"], lp["expert_down"], dt,
                         moe.default_impl())
-    return h + y.reshape(b, t, d)
-  gate = jax.nn.silu(matmul(x, lp["w_gate"], dt))
-  return h + matmul(gate * matmul(x, lp["w_up"], dt), lp["w_down"], dt)
+    out = h + y.reshape(b, t, d)
+    chosen = Routing(experts, probs)
+  else:
+    gate = jax.nn.silu(matmul(x, lp["w_gate"], dt))
+    out = h + matmul(gate * matmul(x, lp["w_up"], dt), lp["w_down"], dt)
+  return (out, chosen) if routing else out
+
+
+class RouterStats(NamedTuple):
+  """A mixture of experts' routing over the tokens of a mask, per layer."""
+  picks_LxE: jax.Array  # (token, expert) picks of each expert
+  probs_LxE: jax.Array  # summed router probability of each expert
+  tokens: jax.Array  # masked tokens (each layer routes them all)
+
+  def load_balancing_loss(self) -> jax.Array:
+    """Hugging Face's auxiliary loss over every layer's tokens together
+    (`moe.load_balancing_loss`; K when balanced)."""
+    n = jnp.maximum(self.tokens * self.picks_LxE.shape[0], 1.0)
+    share_E = self.picks_LxE.sum(0) / n
+    prob_E = self.probs_LxE.sum(0) / n
+    return self.picks_LxE.shape[1] * jnp.sum(share_E * prob_E)
+
+  def load_max(self) -> jax.Array:
+    """The busiest expert's share of the picks, times E (1 = balanced)."""
+    picks_E = self.picks_LxE.sum(0)
+    return picks_E.max() * picks_E.shape[0] / jnp.maximum(picks_E.sum(), 1.0)
 
 
 # A mixture-of-experts layer's MLP parameters (in place of w_gate, w_up,
@@ -262,7 +295,9 @@ class Decoder(nnx.Module):
       cache: KVCache | None = None,
       *,
       remat: bool = False,
-  ) -> tuple[jax.Array, KVCache | None]:
+      router_mask_BxT: jax.Array | None = None,
+  ) -> tuple[jax.Array, KVCache | None] | tuple[jax.Array, KVCache | None,
+                                                 RouterStats]:
     """Final-normed hidden states [B, T, D] and the updated cache.
 
     Without a cache, attention runs over these T tokens (causal by position).
@@ -273,6 +308,8 @@ class Decoder(nnx.Module):
     pass instead of kept (`jax.checkpoint` of the scanned layer: only the
     [B, T, D] input of every layer is saved, not its [B, H, T, T]
     attention probabilities); the values are the same.
+    `router_mask_BxT` (mixture of experts only): also the `RouterStats`
+    of the tokens where it is nonzero, as a third result.
     """
     c = self.config
     dt = self.dtype
@@ -299,15 +336,29 @@ class Decoder(nnx.Module):
             v.astype(cache_v.dtype), mode="drop")
         keys, values = cache_k[index], cache_v[index]
       attn = attention(q, keys, values, visible_BxTxS, dt)
-      return (finish_layer(c, dt, lp, h, attn), cache_k, cache_v), None
+      if router_mask_BxT is None:
+        return (finish_layer(c, dt, lp, h, attn), cache_k, cache_v), None
+      h, chosen = finish_layer(c, dt, lp, h, attn, routing=True)
+      mask_N = router_mask_BxT.reshape(-1).astype(jnp.float32)
+      picks_E = (jax.nn.one_hot(chosen.experts_NxK, c.num_experts).sum(1)
+                 * mask_N[:, None]).sum(0)
+      return (h, cache_k, cache_v), (picks_E, (chosen.probs_NxE
+                                               * mask_N[:, None]).sum(0))
 
     ck, cv = (None, None) if cache is None else (cache.k, cache.v)
     if remat:
       layer = jax.checkpoint(layer, prevent_cse=False)
-    (h, ck, cv), _ = jax.lax.scan(
+    if router_mask_BxT is not None and not c.num_experts:
+      raise ValueError("Decoder.hidden_states: router_mask_BxT needs a "
+                       "mixture-of-experts model (num_experts > 0).")
+    (h, ck, cv), per_layer = jax.lax.scan(
         layer, (h, ck, cv), (self._layer_params(), jnp.arange(c.num_layers)))
     h = rms_norm(h, self.final_norm[...], c.rms_norm_eps)
-    return h, (None if cache is None else KVCache(ck, cv))
+    cache = None if cache is None else KVCache(ck, cv)
+    if router_mask_BxT is None:
+      return h, cache
+    tokens = jnp.sum(router_mask_BxT.astype(jnp.float32))
+    return h, cache, RouterStats(*per_layer, tokens)
 
   def logits(self, h_BxTxD: jax.Array) -> jax.Array:
     """Vocabulary logits [..., V] in float32 from final hidden states."""
@@ -327,3 +378,15 @@ class Decoder(nnx.Module):
                                        tokens_BxT.shape)
     h, _ = self.hidden_states(tokens_BxT, positions_BxT, remat=remat)
     return self.logits(h)
+
+  def logits_and_routing(self, tokens_BxT: jax.Array,
+                         router_mask_BxT: jax.Array, *,
+                         remat: bool = False
+                         ) -> tuple[jax.Array, RouterStats]:
+    """`__call__`'s logits and the `RouterStats` of the tokens where
+    `router_mask_BxT` is nonzero (mixture of experts only)."""
+    positions_BxT = jnp.broadcast_to(jnp.arange(tokens_BxT.shape[1]),
+                                     tokens_BxT.shape)
+    h, _, stats = self.hidden_states(tokens_BxT, positions_BxT, remat=remat,
+                                     router_mask_BxT=router_mask_BxT)
+    return self.logits(h), stats

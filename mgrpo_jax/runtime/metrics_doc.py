@@ -17,6 +17,16 @@ METRICS_DOC: dict[str, str] = {
                   "(sub_format_ok).",
     "sub/calls_per_rollout": "Mean number of sub-agent calls d_k per main "
                              "rollout, before alignment to D_max.",
+    "main/router_aux_loss": "Mixture-of-experts main agent: the router's "
+                            "load-balancing loss over the trained tokens "
+                            "(K experts per token when balanced; trained "
+                            "on with learner.main.router_aux_weight > 0).",
+    "sub/router_aux_loss": "The same for the sub-agent.",
+    "main/expert_load_max": "Mixture-of-experts main agent: the busiest "
+                            "expert's share of the router's picks over the "
+                            "trained tokens, times the number of experts "
+                            "(1 = balanced), largest over micro-batches.",
+    "sub/expert_load_max": "The same for the sub-agent.",
     "main/clip_fraction": "Fraction of the main agent's trained tokens whose "
                           "ratio was clipped (outside [1-eps_low, "
                           "1+eps_high] on the side of the advantage).",

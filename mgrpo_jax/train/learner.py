@@ -89,6 +89,9 @@ class LearnerConfig:
   off_policy: str  # Importance correction of stale data.
   is_cap: float  # Truncation cap of the importance weights.
   remat: bool  # Recompute each layer's activations in the backward pass.
+  # Mixture-of-experts models: weight of the router's load-balancing loss
+  # (0: only logged).
+  router_aux_weight: float
 
   def __post_init__(self):
     for field in ("total_steps", "inner_epochs", "micro_batch", "min_len",
@@ -98,7 +101,7 @@ class LearnerConfig:
         raise ValueError(f"LearnerConfig.{field}={value!r}: expected a "
                          "positive integer.")
     for field in ("learning_rate", "weight_decay", "clip_norm", "beta",
-                  "eps_low", "eps_high"):
+                  "eps_low", "eps_high", "router_aux_weight"):
       value = getattr(self, field)
       if not isinstance(value, (int, float)) or value < 0:
         raise ValueError(f"LearnerConfig.{field}={value!r}: expected a "
@@ -149,6 +152,7 @@ class Learner:
     self.name, self.config, self.mesh = name, config, mesh
     self.temperature = float(temperature) if temperature > 0 else 1.0
     self.graphdef, self.params = nnx.split(model)
+    self.moe = bool(getattr(model.config, "num_experts", 0))
     self.optimizer = make_optimizer(config)
     # An abstract model (nnx.eval_shape) gives an abstract learner, whose
     # programs can be compiled and measured (`update_memory`), not run.
@@ -196,38 +200,59 @@ class Learner:
 
   # ------------------------------------------------------------ jitted parts
 
-  def _logp_fn(self, params, inputs, targets):
-    logits = nnx.merge(self.graphdef, params)(inputs,
+  def _logp_fn(self, params, inputs, targets, router_mask=None):
+    """Log-probs of the targets; with `router_mask` (a mixture of experts)
+    also the router's statistics over its tokens."""
+    model = nnx.merge(self.graphdef, params)
+    if router_mask is None:
+      logits, stats = model(inputs, remat=self.config.remat), None
+    else:
+      logits, stats = model.logits_and_routing(inputs, router_mask,
                                                remat=self.config.remat)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32) / self.temperature,
                               axis=-1)
-    return jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    logp = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    return logp if router_mask is None else (logp, stats)
 
   def _logp_all_fn(self, params, inputs_UxMxT, targets_UxMxT):
     self.traces["logp"] += 1
     return jax.lax.map(lambda xs: self._logp_fn(params, *xs),
                        (inputs_UxMxT, targets_UxMxT))
 
-  def _loss_fn(self, params, xs, denom):
+  def _loss_fn(self, params, xs, denom, micro_batches):
     """One micro-batch's loss total / the batch's denominator, and its
-    (figures, trained tokens)."""
+    (figures, trained tokens); a mixture of experts adds its router's
+    load-balancing loss (over the trained tokens) x router_aux_weight /
+    micro_batches, and logs it with the busiest expert's load."""
     inputs, targets, mask, old, ref, behaviour, adv = xs
     c = self.config
-    logp = self._logp_fn(params, inputs, targets)
+    if self.moe:
+      logp, stats = self._logp_fn(params, inputs, targets, mask)
+    else:
+      logp, stats = self._logp_fn(params, inputs, targets), None
     old_logp = jax.lax.stop_gradient(logp) if old is None else old
     total, _, metrics = losses.policy_loss_terms(
         logp, old_logp, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
         ref_logp_BxT=ref, beta=c.beta, aggregation=c.aggregation,
         behaviour_logp_BxT=behaviour, off_policy=c.off_policy,
         is_cap=c.is_cap, max_len=c.max_len)
-    return total / denom, (metrics, jnp.sum(mask))
+    loss = total / denom
+    if stats is not None:
+      aux = stats.load_balancing_loss()
+      metrics = {**metrics, "router_aux_loss": aux,
+                 "expert_load_max": stats.load_max()}
+      if c.router_aux_weight:
+        loss = loss + c.router_aux_weight * aux / micro_batches
+    return loss, (metrics, jnp.sum(mask))
 
   def _update_fn(self, params, opt_state, xs_U, num_rows, apply):
     self.traces["update"] += 1
     denom = self._denominator(xs_U[2], num_rows)
-    return update.update(self.optimizer,
-                         lambda p, xs: self._loss_fn(p, xs, denom),
-                         params, opt_state, xs_U, apply)
+    micro_batches = xs_U[0].shape[0]
+    return update.update(
+        self.optimizer, lambda p, xs: self._loss_fn(p, xs, denom,
+                                                    micro_batches),
+        params, opt_state, xs_U, apply)
 
   # ------------------------------------------------------------------ steps
 
