@@ -82,3 +82,31 @@ def test_place_state_reshards_onto_another_mesh_by_the_rules():
                                   np.asarray(before[...]), err_msg=str(path))
     assert after[...].sharding.mesh.devices.size == 2
   assert placed["wq"][...].sharding.spec == P(None, "fsdp", "tp")  # tp: 1.
+
+
+def test_experts_split_over_the_data_axis_and_an_undivided_axis_is_named():
+  from mgrpo_jax.models.config import ModelConfig as Config
+  from flax import nnx
+  moe = Config(family="qwen3_moe", vocab_size=128, hidden_size=32,
+               intermediate_size=64, num_layers=2, num_heads=4,
+               num_kv_heads=2, head_dim=8, rope_theta=1e4, rms_norm_eps=1e-6,
+               tie_word_embeddings=False, qk_norm=True, num_experts=8,
+               experts_per_token=2, moe_intermediate_size=16,
+               norm_topk_prob=True)
+  arrays = {k: 0.3 * np.random.default_rng(1).normal(size=s).astype(
+      np.float32) for k, s in build.expected_shapes(moe).items()}
+  plain = build.model_from_arrays(moe, arrays)
+  m = mesh((4, 2))
+  split = build.model_from_arrays(moe, arrays, mesh=m)
+  gate = split.expert_gate[...]
+  assert gate.sharding.spec == P(None, "fsdp", None, "tp")
+  # Each device holds 2 of the 8 experts (and half of each one's width).
+  assert {s.data.shape for s in gate.addressable_shards} == {(2, 2, 32, 8)}
+  tokens = np.arange(24).reshape(3, 8) % 128
+  np.testing.assert_allclose(split(tokens), plain(tokens), rtol=1e-4,
+                             atol=1e-4)
+  assert sharding.undivided(nnx.split(split)[1], m) == []
+  six = Config(**{**moe.__dict__, "num_experts": 6})
+  notes = sharding.undivided(nnx.split(build.init_model(six, mesh=m))[1], m)
+  assert "expert_gate: its experts axis (6) is not divided by the mesh's " \
+      "fsdp axis (4), so it is replicated" in notes

@@ -23,7 +23,10 @@ RULES: Mapping[str, str | None] = {
     "heads": "tp",    # query heads x head width
     "kv": "tp",       # key/value heads x head width
     "mlp": "tp",
-    "experts": None,  # a mixture of experts' expert axis: replicated
+    # A mixture of experts' expert axis: experts split over the data axis
+    # (expert parallelism; the embed axis of an expert's weights, which the
+    # same mesh axis would shard, is then whole on each device).
+    "experts": "fsdp",
     "norm": None,
 }
 
@@ -48,6 +51,31 @@ def partition_spec(logical_axes: tuple[str | None, ...], shape: tuple[int, ...],
       spec.append(axis)
       used.add(axis)
   return PartitionSpec(*spec)
+
+
+def undivided(abstract_state: nnx.State, mesh: Mesh,
+              rules: Mapping[str, str | None] = RULES) -> list[str]:
+  """One line per parameter dimension whose rule names an axis of `mesh`
+  that does not divide it (so it is replicated instead), e.g. 6 experts on
+  a 4-way data axis; [] when every rule applied."""
+  out = []
+  flat = nnx.to_flat_state(abstract_state)
+  for path, variable in flat:
+    axes = variable.get_metadata().get("logical_axes")
+    if axes is None:
+      continue
+    used = set()
+    for name, size in zip(axes, variable.shape):
+      axis = rules.get(name) if name is not None else None
+      if axis is None or axis not in mesh.shape or axis in used:
+        continue
+      if not size % mesh.shape[axis]:  # As partition_spec: applied.
+        used.add(axis)
+      else:
+        out.append(f"{'.'.join(map(str, path))}: its {name} axis ({size}) "
+                   f"is not divided by the mesh's {axis} axis "
+                   f"({mesh.shape[axis]}), so it is replicated")
+  return out
 
 
 def state_shardings(abstract_state: nnx.State, mesh: Mesh,

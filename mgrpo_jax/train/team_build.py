@@ -22,6 +22,21 @@ def agents_section(config) -> ml_collections.ConfigDict:
 
 def build_models(config, meshes, data: Data, names: Sequence[str], *,
                  log: Callable[[str], None] = print, store=None):
+  """`_build_models`, then a note for each parameter axis a mesh could not
+  shard by the rules (models/sharding.py: replicated instead)."""
+  from flax import nnx
+  from mgrpo_jax.models import sharding
+  tok, models, figures = _build_models(config, meshes, data, names, log=log,
+                                       store=store)
+  for name, model in models.items():
+    if meshes.get(name) is not None:
+      for line in sharding.undivided(nnx.split(model)[1], meshes[name]):
+        log(f"note: {name}'s {line}")
+  return tok, models, figures
+
+
+def _build_models(config, meshes, data: Data, names: Sequence[str], *,
+                  log: Callable[[str], None] = print, store=None):
   """(tokenizer, {agent name: model} for `names`, SFT figures). The model
   (the tiny one built from scratch, or a pretrained checkpoint) is
   warm-started once for the whole team by SFT on demonstrations
