@@ -1,5 +1,6 @@
 """group_relative_advantages against a plain NumPy reference."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -163,3 +164,21 @@ def test_out_of_range_ids_fail_under_jit_too():
   f = jax.jit(group_relative_advantages, static_argnums=2)
   with pytest.raises(Exception, match=r"'group_ids_N' must be in \[0, 2\)"):
     f(jnp.ones(3), jnp.array([0, 1, 2]), 2).block_until_ready()
+
+
+class JitAndEagerTest(chex.TestCase):
+  """The same advantages with and without jax.jit (chex.variants)."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_advantages_equal_the_reference_jitted_or_not(self):
+    rewards = np.array([1.0, 0.0, 0.5, 0.2, 0.9, 0.9], np.float32)
+    groups = np.array([0, 0, 0, 1, 1, 1], np.int32)
+    valid = np.ones(6, bool)
+    fn = self.variant(lambda r, g, v: group_relative_advantages(
+        r, g, num_groups=2, valid_N=v, scale="group", eps=1e-6))
+    got = fn(rewards, groups, valid)
+    chex.assert_shape(got, (6,))
+    chex.assert_tree_all_finite(got)
+    np.testing.assert_allclose(
+        np.asarray(got), reference(rewards, groups, 2, valid, "group", 1e-6),
+        rtol=1e-5, atol=1e-6)

@@ -1,5 +1,6 @@
 """The per-agent learner: packing, the update, micro-batches, meshes."""
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -89,8 +90,8 @@ def test_micro_batches_give_the_same_update_as_one_batch():
   # Adam divides by the gradient's scale, so float32 summation-order noise
   # in near-zero gradients can move a weight by up to ~1e-4 of a 1e-2 step.
   for other in results[1:]:
-    for a, b in zip(results[0], other):
-      np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
+    chex.assert_trees_all_close(tuple(results[0]), tuple(other), atol=1e-4,
+                                rtol=1e-7)
 
 
 def _assert_same_update(learner, got, reference, want):
@@ -99,9 +100,9 @@ def _assert_same_update(learner, got, reference, want):
   gradient's scale: up to ~1e-4 of a 1e-2 step)."""
   assert got["loss"] == pytest.approx(want["loss"], rel=1e-5, abs=1e-7)
   assert got["grad_norm"] == pytest.approx(want["grad_norm"], rel=1e-5)
-  for a, b in zip(jax.tree.leaves(learner.params),
-                  jax.tree.leaves(reference.params)):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
+  chex.assert_trees_all_close(learner.params, reference.params, atol=1e-4,
+                              rtol=1e-7)
+  chex.assert_tree_all_finite(learner.params)
 
 
 def test_remat_trains_the_same_weights_with_less_memory():
@@ -169,13 +170,11 @@ def test_one_epoch_takes_old_logprobs_from_its_own_forward_pass():
                               (*rows, None, None, None, adv))
   # The same loss and gradient as with the recomputed old log-probs.
   np.testing.assert_allclose(skipped[1], recomputed[1], rtol=1e-6)
-  for a, b in zip(jax.tree.leaves(skipped[0]),
-                  jax.tree.leaves(recomputed[0])):
-    # Two programs (with and without the old log-probs as an input) may
-    # sum in another order: an Intel Xeon (family 6 model 167) differed by
-    # 1.3e-7 on a 0.15 gradient entry.
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5,
-                               atol=1e-7)
+  # Two programs (with and without the old log-probs as an input) may sum
+  # in another order: an Intel Xeon (family 6 model 167) differed by 1.3e-7
+  # on a 0.15 gradient entry.
+  chex.assert_trees_all_close(skipped[0], recomputed[0], rtol=1e-5,
+                              atol=1e-7)
 
 
 def _mesh(shape, devices):
@@ -324,8 +323,6 @@ def test_log_ref_kl_logs_the_distance_to_the_start_without_changing_the_update()
   second = logged.step(batch)
   assert "ref_kl" not in plain.step(batch)
   assert second["ref_kl"] > 1e-4
-  for a, b in zip(jax.tree.leaves(logged.params),
-                  jax.tree.leaves(plain.params)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  chex.assert_trees_all_equal(logged.params, plain.params)
   with pytest.raises(ValueError, match="log_ref_kl=1"):
     learner_config(log_ref_kl=1)

@@ -1,6 +1,7 @@
 """The one update shared by RL and SFT: accumulation inside jit, the
 skipped update, rows split over a mesh's data axis."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,8 +36,7 @@ def test_accumulated_gradient_is_the_whole_batch_gradient(micro):
   (whole, aux), want = jax.value_and_grad(_loss, has_aux=True)(PARAMS, (x, y))
   assert float(jnp.sum(values_U)) == pytest.approx(float(whole), rel=1e-5)
   assert float(jnp.sum(aux_U)) == pytest.approx(float(aux), rel=1e-5)
-  for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(want)):
-    np.testing.assert_allclose(a, b, rtol=1e-5)
+  chex.assert_trees_all_close(grads, want, rtol=1e-5, atol=0)
 
 
 def test_a_skipped_update_keeps_weights_and_state_bit_for_bit():
@@ -48,9 +48,7 @@ def test_a_skipped_update_keeps_weights_and_state_bit_for_bit():
   params, state, *_ = step(PARAMS, optimizer.init(PARAMS), xs_U, True)
   kept, kept_state, norm, *_ = step(params, state, xs_U, False)
   assert float(norm) > 0  # The gradient is still computed.
-  for a, b in zip(jax.tree.leaves((params, state)),
-                  jax.tree.leaves((kept, kept_state))):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal((params, state), (kept, kept_state))
   moved, *_ = step(params, state, xs_U, True)
   assert not np.array_equal(moved["w"], params["w"])
 

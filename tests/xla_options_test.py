@@ -1,6 +1,7 @@
 """Which library runs training's CPU matmuls: the choice, its bad values,
 and that it changes no gradient beyond float32 rounding."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,5 +60,4 @@ def test_ynnpack_gradients_equal_xla_ones_to_float32_rounding():
   loss_a, grads_a = _loss_and_grads(None)
   loss_b, grads_b = _loss_and_grads(xla_options._YNN)  # pylint: disable=protected-access
   assert float(loss_b) == pytest.approx(float(loss_a), rel=1e-6)
-  for a, b in zip(jax.tree.leaves(grads_a), jax.tree.leaves(grads_b)):
-    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-7)
+  chex.assert_trees_all_close(grads_b, grads_a, rtol=1e-4, atol=1e-7)

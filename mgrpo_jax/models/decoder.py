@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -313,6 +314,10 @@ class Decoder(nnx.Module):
     """
     c = self.config
     dt = self.dtype
+    chex.assert_rank([tokens_BxT, positions_BxT], 2)
+    chex.assert_equal_shape([tokens_BxT, positions_BxT])
+    if router_mask_BxT is not None:
+      chex.assert_equal_shape([tokens_BxT, router_mask_BxT])
     b, t = tokens_BxT.shape
     inv_freq = rope_inverse_frequencies(c)
     h = self.embed[...].astype(dt)[tokens_BxT]

@@ -23,6 +23,7 @@ Fe an expert's MLP width, M = N K (token, expert) rows.
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -63,6 +64,9 @@ def grouped_matmul(x_MxI: jax.Array, w_ExIxO: jax.Array, sizes_E: jax.Array,
   if impl != "blocks":
     raise ValueError(f"grouped_matmul impl={impl!r}: expected one of "
                      f"{list(IMPLS)}.")
+  chex.assert_rank([x_MxI, w_ExIxO, sizes_E], [2, 3, 1])
+  chex.assert_axis_dimension(w_ExIxO, 1, x_MxI.shape[1])
+  chex.assert_axis_dimension(sizes_E, 0, w_ExIxO.shape[0])
   m, i = x_MxI.shape
   e = w_ExIxO.shape[0]
   b = _block_rows(m, e)
@@ -94,6 +98,12 @@ def experts_mlp(x_NxD: jax.Array, weights_NxK: jax.Array,
                 impl: str) -> jax.Array:
   """Sum over each token's K experts of weight x SwiGLU expert output:
   [N, D] in `dt`."""
+  chex.assert_rank([x_NxD, weights_NxK, experts_NxK], 2)
+  chex.assert_equal_shape([weights_NxK, experts_NxK])
+  chex.assert_equal_shape_prefix([x_NxD, experts_NxK], 1)
+  chex.assert_rank([gate_ExDxF, up_ExDxF, down_ExFxD], 3)
+  chex.assert_equal_shape([gate_ExDxF, up_ExDxF])
+  chex.assert_axis_dimension(gate_ExDxF, 1, x_NxD.shape[1])
   n, k = experts_NxK.shape
   e = gate_ExDxF.shape[0]
   flat_M = experts_NxK.reshape(-1)
