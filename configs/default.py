@@ -41,6 +41,9 @@ def _learner(learning_rate: float) -> ml_collections.ConfigDict:
   c.off_policy = "token"  # Stale-data correction: "none", "token" or "sequence" truncated importance weights (decoupled PPO, Hilton et al. 2022; AReaL).
   c.is_cap = 2.0  # Truncation cap of the importance weights (>= 1).
   c.router_aux_weight = 0.0  # Mixture-of-experts models only: weight of the router's load-balancing loss (Switch Transformer / Hugging Face's, over the trained tokens; 0 as peers do in RL fine-tuning: logged as <agent>/router_aux_loss, not trained on).
+  c.lora_rank = 0  # Train only low-rank adapters of this rank on the frozen weights (0: every weight trains); checkpoints and the store then carry only the adapters (models/lora.py).
+  c.lora_alpha = 16.0  # The adapters' scale is lora_alpha / lora_rank.
+  c.lora_targets = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")  # Matrices adapted (a mixture of experts: "wq", "wk", "wv", "wo", "router").
   c.remat = False  # Recompute each layer's activations in the backward pass (jax.checkpoint) instead of keeping them: a SmolLM2 update of 4 x 1024 tokens needs 4.4 GiB of temporaries instead of 18.9 (python -m mgrpo_jax.bench.memory), for a slower backward pass.
   return c
 

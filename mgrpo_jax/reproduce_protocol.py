@@ -45,8 +45,13 @@ ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 ("train", "rollout_shards", 0),
                 *((f"learner.{agent}", "remat", False)
                   for agent in ("main", "sub", "verifier")),
-                *((f"learner.{agent}", "router_aux_weight", 0.0)
-                  for agent in ("main", "sub", "verifier")),
+                *((f"learner.{agent}", field, default)
+                  for agent in ("main", "sub", "verifier")
+                  for field, default in (
+                      ("router_aux_weight", 0.0), ("lora_rank", 0),
+                      ("lora_alpha", 16.0),
+                      ("lora_targets", ["wq", "wk", "wv", "wo", "w_gate",
+                                        "w_up", "w_down"]))),
                 *((f"mesh.{agent}", "sampler_devices", 0)
                   for agent in ("main", "sub", "verifier")),
                 ("runtime", "shapes", "open"),

@@ -10,6 +10,7 @@ tokenizer.
   decoder.py          the decoder, KV cache, RoPE
   moe.py              Qwen3-MoE's mixture of experts: router, grouped
                       expert matmuls, load-balancing loss, expert load
+  lora.py             low-rank adapters: init (the identity), merge
   sharding.py         the logical-axis -> mesh-axis rules table
   build.py            models born sharded (init or from host arrays)
   hf_checkpoint.py    Hugging Face safetensors read / write

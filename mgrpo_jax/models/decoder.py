@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mgrpo_jax.models import moe
+from mgrpo_jax.models import lora, moe
 from mgrpo_jax.models.config import ModelConfig
 
 
@@ -103,6 +103,18 @@ def matmul(x: jax.Array, w: jax.Array, dt, out=None) -> jax.Array:
   return jnp.dot(x, w.astype(dt), preferred_element_type=out)
 
 
+def project(x: jax.Array, lp: dict[str, jax.Array], name: str, dt,
+            out=None) -> jax.Array:
+  """x @ lp[name], plus its low-rank adapter's x @ A @ B when the layer
+  parameters carry one (`name@a`, `name@b`, scale folded into B:
+  models/lora.py)."""
+  y = matmul(x, lp[name], dt, out=out)
+  if f"{name}@a" in lp:
+    y = y + matmul(matmul(x, lp[f"{name}@a"], dt), lp[f"{name}@b"], dt,
+                   out=out)
+  return y
+
+
 def project_qkv(c: ModelConfig, dt, lp: dict[str, jax.Array],
                 h_BxTxD: jax.Array, positions_BxT: jax.Array,
                 inv_freq: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -113,9 +125,9 @@ def project_qkv(c: ModelConfig, dt, lp: dict[str, jax.Array],
   """
   b, t, _ = h_BxTxD.shape
   x = rms_norm(h_BxTxD, lp["attn_norm"], c.rms_norm_eps)
-  q = matmul(x, lp["wq"], dt)
-  k = matmul(x, lp["wk"], dt)
-  v = matmul(x, lp["wv"], dt)
+  q = project(x, lp, "wq", dt)
+  k = project(x, lp, "wk", dt)
+  v = project(x, lp, "wv", dt)
   if c.attention_bias:
     q, k, v = (q + lp["bq"].astype(dt), k + lp["bk"].astype(dt),
                v + lp["bv"].astype(dt))
@@ -176,23 +188,23 @@ def finish_layer(c: ModelConfig, dt, lp: dict[str, jax.Array],
   """Output projection, residual, and the SwiGLU MLP block of one layer
   (with experts: the mixture of experts, models/moe.py); `routing`: also
   the router's `Routing` (None for a dense layer)."""
-  h = h_BxTxD + matmul(attn_BxTxHDh, lp["wo"], dt)
+  h = h_BxTxD + project(attn_BxTxHDh, lp, "wo", dt)
   x = rms_norm(h, lp["mlp_norm"], c.rms_norm_eps)
   chosen = None
   if c.num_experts:
     b, t, d = x.shape
     x_NxD = x.reshape(b * t, d)
     weights, experts, probs = moe.route(
-        x_NxD, lp["router"], c.experts_per_token, c.norm_topk_prob,
-        lambda a, w, out: matmul(a, w, dt, out=out))
+        x_NxD, lp, c.experts_per_token, c.norm_topk_prob,
+        lambda a, p, out: project(a, p, "router", dt, out=out))
     y = moe.experts_mlp(x_NxD, weights, experts, lp["expert_gate"],
                         lp["expert_up"], lp["expert_down"], dt,
                         moe.default_impl())
     out = h + y.reshape(b, t, d)
     chosen = Routing(experts, probs)
   else:
-    gate = jax.nn.silu(matmul(x, lp["w_gate"], dt))
-    out = h + matmul(gate * matmul(x, lp["w_up"], dt), lp["w_down"], dt)
+    gate = jax.nn.silu(project(x, lp, "w_gate", dt))
+    out = h + project(gate * project(x, lp, "w_up", dt), lp, "w_down", dt)
   return (out, chosen) if routing else out
 
 
@@ -297,6 +309,7 @@ class Decoder(nnx.Module):
       *,
       remat: bool = False,
       router_mask_BxT: jax.Array | None = None,
+      adapters: lora.Adapters | None = None,
   ) -> tuple[jax.Array, KVCache | None] | tuple[jax.Array, KVCache | None,
                                                  RouterStats]:
     """Final-normed hidden states [B, T, D] and the updated cache.
@@ -310,7 +323,8 @@ class Decoder(nnx.Module):
     [B, T, D] input of every layer is saved, not its [B, H, T, T]
     attention probabilities); the values are the same.
     `router_mask_BxT` (mixture of experts only): also the `RouterStats`
-    of the tokens where it is nonzero, as a third result.
+    of the tokens where it is nonzero, as a third result. `adapters`:
+    low-rank adapters added to their target matrices (models/lora.py).
     """
     c = self.config
     dt = self.dtype
@@ -357,7 +371,9 @@ class Decoder(nnx.Module):
       raise ValueError("Decoder.hidden_states: router_mask_BxT needs a "
                        "mixture-of-experts model (num_experts > 0).")
     (h, ck, cv), per_layer = jax.lax.scan(
-        layer, (h, ck, cv), (self._layer_params(), jnp.arange(c.num_layers)))
+        layer, (h, ck, cv), ({**self._layer_params(),
+                              **lora.layer_adapters(adapters)},
+                             jnp.arange(c.num_layers)))
     h = rms_norm(h, self.final_norm[...], c.rms_norm_eps)
     cache = None if cache is None else KVCache(ck, cv)
     if router_mask_BxT is None:
@@ -375,23 +391,27 @@ class Decoder(nnx.Module):
 
   def __call__(self, tokens_BxT: jax.Array,
                positions_BxT: jax.Array | None = None, *,
-               remat: bool = False) -> jax.Array:
+               remat: bool = False,
+               adapters: lora.Adapters | None = None) -> jax.Array:
     """Logits [B, T, V] of a batch of sequences (training / scoring);
-    `remat`: see `hidden_states`."""
+    `remat`, `adapters`: see `hidden_states`."""
     if positions_BxT is None:
       positions_BxT = jnp.broadcast_to(jnp.arange(tokens_BxT.shape[1]),
                                        tokens_BxT.shape)
-    h, _ = self.hidden_states(tokens_BxT, positions_BxT, remat=remat)
+    h, _ = self.hidden_states(tokens_BxT, positions_BxT, remat=remat,
+                              adapters=adapters)
     return self.logits(h)
 
   def logits_and_routing(self, tokens_BxT: jax.Array,
                          router_mask_BxT: jax.Array, *,
-                         remat: bool = False
+                         remat: bool = False,
+                         adapters: lora.Adapters | None = None
                          ) -> tuple[jax.Array, RouterStats]:
     """`__call__`'s logits and the `RouterStats` of the tokens where
     `router_mask_BxT` is nonzero (mixture of experts only)."""
     positions_BxT = jnp.broadcast_to(jnp.arange(tokens_BxT.shape[1]),
                                      tokens_BxT.shape)
     h, _, stats = self.hidden_states(tokens_BxT, positions_BxT, remat=remat,
-                                     router_mask_BxT=router_mask_BxT)
+                                     router_mask_BxT=router_mask_BxT,
+                                     adapters=adapters)
     return self.logits(h), stats

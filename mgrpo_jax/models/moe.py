@@ -24,6 +24,8 @@ Fe an expert's MLP width, M = N K (token, expert) rows.
 from __future__ import annotations
 
 import chex
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -35,11 +37,13 @@ def default_impl() -> str:
   return "ragged_dot" if jax.default_backend() == "tpu" else "blocks"
 
 
-def route(x_NxD: jax.Array, router_DxE: jax.Array, k: int, normalize: bool,
+def route(x_NxD: jax.Array, router: Any, k: int, normalize: bool,
           matmul) -> tuple[jax.Array, jax.Array, jax.Array]:
   """(weights [N, K] float32, experts [N, K] int32, router probabilities
-  [N, E] float32) of each token."""
-  logits_NxE = matmul(x_NxD, router_DxE, out=jnp.float32)
+  [N, E] float32) of each token; `matmul(x, router, out)` gives the
+  router's logits ([D, E] weights, or a layer's parameters with an
+  adapter)."""
+  logits_NxE = matmul(x_NxD, router, out=jnp.float32)
   probs_NxE = jax.nn.softmax(logits_NxE, axis=-1)
   weights_NxK, experts_NxK = jax.lax.top_k(probs_NxE, k)
   if normalize:

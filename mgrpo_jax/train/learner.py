@@ -58,6 +58,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mgrpo_jax.core import losses
+from mgrpo_jax.models import lora
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.programs import Programs
 from mgrpo_jax.runtime.xla_options import training_options
@@ -92,6 +93,9 @@ class LearnerConfig:
   # Mixture-of-experts models: weight of the router's load-balancing loss
   # (0: only logged).
   router_aux_weight: float
+  lora_rank: int  # Train low-rank adapters of this rank only (0: every weight).
+  lora_alpha: float  # Adapters' scale is lora_alpha / lora_rank.
+  lora_targets: tuple[str, ...]  # Matrices adapted (models/lora.py TARGETS).
 
   def __post_init__(self):
     for field in ("total_steps", "inner_epochs", "micro_batch", "min_len",
@@ -100,6 +104,15 @@ class LearnerConfig:
       if not isinstance(value, int) or value < 1:
         raise ValueError(f"LearnerConfig.{field}={value!r}: expected a "
                          "positive integer.")
+    if (isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int)
+        or self.lora_rank < 0):
+      raise ValueError(f"LearnerConfig.lora_rank={self.lora_rank!r}: expected "
+                       "an integer >= 0 (0: no adapters, every weight "
+                       "trains).")
+    if self.lora_rank and not (isinstance(self.lora_alpha, (int, float))
+                               and self.lora_alpha > 0):
+      raise ValueError(f"LearnerConfig.lora_alpha={self.lora_alpha!r}: "
+                       "expected a number > 0.")
     for field in ("learning_rate", "weight_decay", "clip_norm", "beta",
                   "eps_low", "eps_high", "router_aux_weight"):
       value = getattr(self, field)
@@ -153,6 +166,19 @@ class Learner:
     self.temperature = float(temperature) if temperature > 0 else 1.0
     self.graphdef, self.params = nnx.split(model)
     self.moe = bool(getattr(model.config, "num_experts", 0))
+    # With LoRA the weights are a frozen base (shared with whoever else
+    # holds them) and what trains, checkpoints and publishes is the
+    # adapters (models/lora.py); the reference policy is the base alone.
+    self.base, self.lora_scale = None, 1.0
+    if config.lora_rank:
+      self.base = self.params
+      adapters = lora.init_adapters(
+          model.config, config.lora_targets, rank=config.lora_rank,
+          alpha=config.lora_alpha, key=jax.random.key(0))
+      self.params, self.lora_scale = dict(adapters.weights), adapters.scale
+      if mesh is not None:  # Small: replicated on the agent's devices.
+        self.params = jax.device_put(self.params,
+                                     NamedSharding(mesh, PartitionSpec()))
     self.optimizer = make_optimizer(config)
     # An abstract model (nnx.eval_shape) gives an abstract learner, whose
     # programs can be compiled and measured (`update_memory`), not run.
@@ -160,6 +186,7 @@ class Learner:
                         for x in jax.tree.leaves(self.params))
     self.opt_state = self._init_opt_state()
     self.ref_params = (None if not (config.beta > 0 or config.log_ref_kl)
+                       else {} if config.lora_rank  # The base alone.
                        else self.params if self.abstract
                        else jax.tree.map(jnp.copy, self.params))
     self.step_count = 0
@@ -200,26 +227,31 @@ class Learner:
 
   # ------------------------------------------------------------ jitted parts
 
-  def _logp_fn(self, params, inputs, targets, router_mask=None):
+  def _logp_fn(self, params, base, inputs, targets, router_mask=None):
     """Log-probs of the targets; with `router_mask` (a mixture of experts)
-    also the router's statistics over its tokens."""
+    also the router's statistics over its tokens. With LoRA `params` are
+    the adapters of the frozen `base` (None: `params` are the weights)."""
+    adapters = None
+    if base is not None:
+      adapters = lora.Adapters(params, self.lora_scale)
+      params = base
     model = nnx.merge(self.graphdef, params)
+    kw = dict(remat=self.config.remat, adapters=adapters)
     if router_mask is None:
-      logits, stats = model(inputs, remat=self.config.remat), None
+      logits, stats = model(inputs, **kw), None
     else:
-      logits, stats = model.logits_and_routing(inputs, router_mask,
-                                               remat=self.config.remat)
+      logits, stats = model.logits_and_routing(inputs, router_mask, **kw)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32) / self.temperature,
                               axis=-1)
     logp = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     return logp if router_mask is None else (logp, stats)
 
-  def _logp_all_fn(self, params, inputs_UxMxT, targets_UxMxT):
+  def _logp_all_fn(self, params, inputs_UxMxT, targets_UxMxT, base):
     self.traces["logp"] += 1
-    return jax.lax.map(lambda xs: self._logp_fn(params, *xs),
+    return jax.lax.map(lambda xs: self._logp_fn(params, base, *xs),
                        (inputs_UxMxT, targets_UxMxT))
 
-  def _loss_fn(self, params, xs, denom, micro_batches):
+  def _loss_fn(self, params, xs, denom, micro_batches, base=None):
     """One micro-batch's loss total / the batch's denominator, and its
     (figures, trained tokens); a mixture of experts adds its router's
     load-balancing loss (over the trained tokens) x router_aux_weight /
@@ -227,9 +259,9 @@ class Learner:
     inputs, targets, mask, old, ref, behaviour, adv = xs
     c = self.config
     if self.moe:
-      logp, stats = self._logp_fn(params, inputs, targets, mask)
+      logp, stats = self._logp_fn(params, base, inputs, targets, mask)
     else:
-      logp, stats = self._logp_fn(params, inputs, targets), None
+      logp, stats = self._logp_fn(params, base, inputs, targets), None
     old_logp = jax.lax.stop_gradient(logp) if old is None else old
     total, _, metrics = losses.policy_loss_terms(
         logp, old_logp, adv, mask, eps_low=c.eps_low, eps_high=c.eps_high,
@@ -245,13 +277,13 @@ class Learner:
         loss = loss + c.router_aux_weight * aux / micro_batches
     return loss, (metrics, jnp.sum(mask))
 
-  def _update_fn(self, params, opt_state, xs_U, num_rows, apply):
+  def _update_fn(self, params, opt_state, xs_U, num_rows, apply, base):
     self.traces["update"] += 1
     denom = self._denominator(xs_U[2], num_rows)
     micro_batches = xs_U[0].shape[0]
     return update.update(
         self.optimizer, lambda p, xs: self._loss_fn(p, xs, denom,
-                                                    micro_batches),
+                                                    micro_batches, base),
         params, opt_state, xs_U, apply)
 
   # ------------------------------------------------------------------ steps
@@ -274,7 +306,7 @@ class Learner:
     """[U, M, T] log-probs of the targets per micro-batch (no gradient)."""
     return self._logp(self.ref_params if reference else self.params,
                       self._rows(batch.inputs_NxT, batch.local),
-                      self._rows(batch.targets_NxT, batch.local))
+                      self._rows(batch.targets_NxT, batch.local), self.base)
 
   def _denominator(self, mask_UxMxT: jax.Array,
                    num_rows: jax.Array) -> jax.Array:
@@ -297,9 +329,9 @@ class Learner:
     # mu = 1: the only epoch runs on the parameters the old log-probs would
     # be recomputed with; the loss takes them from its own forward pass.
     # (On the rows already placed for the update: one transfer each.)
-    old = (self._logp(self.params, inputs, targets)
+    old = (self._logp(self.params, inputs, targets, self.base)
            if self.config.inner_epochs > 1 else None)
-    ref = (self._logp(self.ref_params, inputs, targets)
+    ref = (self._logp(self.ref_params, inputs, targets, self.base)
            if self.ref_params is not None else None)
     # Nothing to learn from (in any process's rows): no update.
     skip = not np.any(batch.adv_N)
@@ -312,7 +344,7 @@ class Learner:
     for _ in range(1 if skip else self.config.inner_epochs):
       self.params, self.opt_state, grad_norm, values_U, aux_U = self._update(
           self.params, self.opt_state, xs_U, jnp.int32(batch.num_rows),
-          jnp.bool_(not skip))
+          jnp.bool_(not skip), self.base)
       pieces.append((values_U, aux_U))
       norms.append(grad_norm)
     pieces, norms = jax.device_get((pieces, norms))
@@ -351,7 +383,8 @@ class Learner:
     xs_U = (ids, ids, floats, None, ref, floats, spec((u, m), jnp.float32))
     stats = self._update.jitted.lower(
         as_abstract(self.params), as_abstract(self.opt_state), xs_U,
-        spec((), jnp.int32), spec((), jnp.bool_)).compile().memory_analysis()
+        spec((), jnp.int32), spec((), jnp.bool_),
+        as_abstract(self.base)).compile().memory_analysis()
     return {"arguments": int(stats.argument_size_in_bytes),
             "outputs": int(stats.output_size_in_bytes),
             "temporaries": int(stats.temp_size_in_bytes)}
@@ -372,7 +405,7 @@ class Learner:
                                                               floats))
       old = ref = None
       if self.config.inner_epochs > 1 or self.ref_params is not None:
-        logp_call = (self.params, inputs, targets)
+        logp_call = (self.params, inputs, targets, self.base)
         self._logp.precompile([logp_call])
         logp_out = self._logp.out_info(logp_call)
         old = logp_out if self.config.inner_epochs > 1 else None
@@ -381,14 +414,27 @@ class Learner:
               self._rows(floats, local) if behaviour else None,
               self._rows(np.zeros(rows, np.float32), local))
       self._update.precompile([(self.params, self.opt_state, xs_U,
-                                jnp.int32(0), jnp.bool_(True))])
+                                jnp.int32(0), jnp.bool_(True), self.base)])
     for programs in (self._logp, self._update):
       programs.strict = strict
     return self._logp.count + self._update.count, time.perf_counter() - start
 
   def model(self) -> nnx.Module:
     """The current weights as a model (e.g. for `Engine.update_weights`)."""
-    return nnx.merge(self.graphdef, self.params)
+    if self.base is None:
+      return nnx.merge(self.graphdef, self.params)
+    flat = list(nnx.to_flat_state(self.base))
+    names = [".".join(map(str, path)) for path, _ in flat]
+    merged = lora.merged({n: v[...] for n, (_, v) in zip(names, flat)},
+                         self.adapters)  # On the devices, as the base.
+    return nnx.merge(self.graphdef, nnx.from_flat_state(
+        [(path, v.replace(merged[n])) for n, (path, v) in zip(names, flat)]))
+
+  @property
+  def adapters(self) -> lora.Adapters | None:
+    """With LoRA, the trained adapters (None: every weight trains)."""
+    return (None if self.base is None
+            else lora.Adapters(self.params, self.lora_scale))
 
 
 def _combine(pieces, epochs: int) -> dict[str, float]:

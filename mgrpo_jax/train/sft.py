@@ -149,11 +149,13 @@ def sft_learner_config(learner: Mapping[str, Any], *, steps: int,
   """The warm start's optimizer and packing settings: a run's `learner.main`
   section (clipping, AdamW betas, weight decay) with SFT's own learning
   rate, a warm-up of min(10, steps // 10) steps, cosine decay over `steps`,
-  micro-batch `batch_size` and T buckets from 64 to `max_len`."""
+  micro-batch `batch_size` and T buckets from 64 to `max_len`; every
+  weight trains (no LoRA adapters)."""
   return LearnerConfig(**{
       **dict(learner), "learning_rate": learning_rate,
       "warmup_steps": min(10, steps // 10), "total_steps": steps,
-      "micro_batch": batch_size, "min_len": 64, "max_len": max_len})
+      "micro_batch": batch_size, "min_len": 64, "max_len": max_len,
+      "lora_rank": 0})  # The warm start trains every weight.
 
 
 def warm_start(model: nnx.Module, trajectories: Sequence[Trajectory], *,

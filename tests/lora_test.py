@@ -1,0 +1,103 @@
+"""models/lora.py and the learner's LoRA mode: adapters start as the
+identity, only they train, and the merged weights are the adapted model."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from mgrpo_jax.models import build, lora
+from mgrpo_jax.models.config import ModelConfig
+from mgrpo_jax.train.learner import Learner
+from mgrpo_jax.train.packing import pack
+from trainer_test_utils import learner_config
+
+CONFIG = ModelConfig(family="llama", vocab_size=64, hidden_size=32,
+                     intermediate_size=48, num_layers=2, num_heads=4,
+                     num_kv_heads=2, head_dim=8, rope_theta=1e4,
+                     rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+
+def _batch():
+  rng = np.random.default_rng(0)
+  tokens = [rng.integers(0, 64, size=n) for n in (20, 14, 17, 9)]
+  masks = [np.arange(len(t)) >= 5 for t in tokens]
+  return pack(tokens, masks, [1.0, -1.0, 0.5, -0.5], micro_batch=2,
+              min_len=16, max_len=32)
+
+
+def _lora_learner(rank=4, **kw):
+  model = build.init_model(CONFIG, seed=0)
+  return Learner("main", model, learner_config(**{
+      "learning_rate": 1e-2, "micro_batch": 2, "min_len": 16, "max_len": 32,
+      "lora_rank": rank, "lora_alpha": 8.0, **kw}))
+
+
+def test_fresh_adapters_are_the_identity_and_merging_equals_adapting():
+  model = build.init_model(CONFIG, seed=0)
+  tokens = jnp.arange(12)[None] % 64
+  adapters = lora.init_adapters(CONFIG, ("wq", "wv", "w_down"), rank=4,
+                                alpha=8.0, key=jax.random.key(0))
+  np.testing.assert_array_equal(np.asarray(model(tokens, adapters=adapters)),
+                                np.asarray(model(tokens)))
+  moved = lora.Adapters({k: (a, b + 0.1) for k, (a, b) in
+                         adapters.weights.items()}, adapters.scale)
+  _, state = nnx.split(model)
+  flat = list(nnx.to_flat_state(state))
+  arrays = {".".join(map(str, p)): v[...] for p, v in flat}
+  merged = build.model_from_arrays(CONFIG, {
+      k: np.asarray(v) for k, v in lora.merged(arrays, moved).items()})
+  np.testing.assert_allclose(np.asarray(merged(tokens)),
+                             np.asarray(model(tokens, adapters=moved)),
+                             rtol=1e-5, atol=1e-5)
+  # L = 2 layers of A [in, 4] and B [4, out]: wq 32 -> 32, wv 32 -> 16,
+  # w_down 48 -> 32.
+  assert lora.num_params(adapters) == 2 * 4 * ((32 + 32) + (32 + 16) + (48 + 32))
+
+
+def test_only_the_adapters_train_and_the_first_step_scores_the_base():
+  learner = _lora_learner()
+  base = jax.tree.map(np.asarray, learner.base)
+  plain = Learner("main", build.init_model(CONFIG, seed=0), learner_config(
+      learning_rate=1e-2, micro_batch=2, min_len=16, max_len=32))
+  batch = _batch()
+  # Before any update the adapted model is the base: the same log-probs.
+  np.testing.assert_array_equal(np.asarray(learner.logprobs(batch)),
+                                np.asarray(plain.logprobs(batch)))
+  before = jax.tree.map(np.asarray, learner.params)
+  metrics = learner.step(batch)
+  assert metrics["grad_norm"] > 0
+  chex.assert_trees_all_equal(jax.tree.map(np.asarray, learner.base), base)
+  assert set(learner.params) == {"wq", "wk", "wv", "wo", "w_gate", "w_up",
+                                 "w_down"}
+  # B moved off zero: the adapted model now differs from the base.
+  assert not np.allclose(np.asarray(learner.params["wq"][1]),
+                         np.asarray(before["wq"][1]))
+  tokens = jnp.asarray(batch.inputs_NxT[:1])
+  adapted = learner.model()(tokens)
+  base_model = nnx.merge(learner.graphdef, learner.base)
+  assert not np.allclose(np.asarray(adapted), np.asarray(base_model(tokens)))
+  np.testing.assert_allclose(
+      np.asarray(adapted),
+      np.asarray(base_model(tokens, adapters=learner.adapters)), rtol=1e-5,
+      atol=1e-5)
+
+
+def test_the_kl_reference_of_a_lora_learner_is_the_base():
+  learner = _lora_learner(log_ref_kl=True)
+  batch = _batch()
+  assert learner.step(batch)["ref_kl"] == pytest.approx(0.0, abs=1e-7)
+  assert learner.step(batch)["ref_kl"] > 0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(lora_rank=-1), "lora_rank=-1: expected an integer >= 0"),
+    (dict(lora_rank=4, lora_alpha=0.0), "lora_alpha=0.0: expected a number"),
+    (dict(lora_rank=4, lora_targets=("wq", "attn")), r"lora_targets=\['wq', "
+     r"'attn'\]: \['attn'\] names no adaptable matrix of this llama model"),
+])
+def test_bad_lora_settings_are_named(overrides, message):
+  with pytest.raises(ValueError, match=message):
+    _lora_learner(**{"rank": overrides.pop("lora_rank"), **overrides})
