@@ -54,6 +54,7 @@ ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                                         "w_up", "w_down"]))),
                 *((f"mesh.{agent}", "sampler_devices", 0)
                   for agent in ("main", "sub", "verifier")),
+                ("agents", "share_base", False),
                 ("runtime", "shapes", "open"),
                 ("runtime", "strict_shapes", False),
                 ("runtime", "decode_row_floor", 8),

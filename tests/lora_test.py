@@ -101,3 +101,59 @@ def test_the_kl_reference_of_a_lora_learner_is_the_base():
 def test_bad_lora_settings_are_named(overrides, message):
   with pytest.raises(ValueError, match=message):
     _lora_learner(**{"rank": overrides.pop("lora_rank"), **overrides})
+
+
+def _lora_run(tmp_path, steps, **train):
+  from trainer_test_utils import tiny_config
+  config = tiny_config(tmp_path, steps=steps, **train)
+  for side in ("main", "sub"):
+    config.learner[side].lora_rank = 4
+    config.learner[side].lora_targets = ("wq", "wv", "w_up")
+  config.agents.share_base = True
+  return config
+
+
+def _store_bytes(path):
+  import pathlib
+  return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*")
+             if f.is_file())
+
+
+def test_a_lora_run_stores_only_adapters_and_resumes_exactly(tmp_path):
+  import json
+  import pathlib
+  from mgrpo_jax.train import trainer
+  from trainer_test_utils import by_step
+  straight = _lora_run(tmp_path / "a", 2, eval_every=1)
+  trainer.run(straight, log=lambda line: None)
+  halted = _lora_run(tmp_path / "b", 1, eval_every=1)
+  trainer.run(halted, log=lambda line: None)
+  halted.train.steps = 2  # Continue the finished run: resume at step 1.
+  lines = []
+  trainer.run(halted, log=lines.append)
+  assert any("resumed from the checkpoint of step 1" in l for l in lines)
+  read = lambda c: by_step(json.loads(line) for line in (
+      pathlib.Path(c.run_dir) / "all" / "metrics.jsonl").open())
+  assert read(halted)[2] == read(straight)[2]
+  # The store's sub-agent weights and the checkpoints are adapters only:
+  # a small fraction of the model's bytes.
+  from mgrpo_jax.bench.memory import model_config
+  model_bytes = 4 * model_config(straight).num_params
+  run = pathlib.Path(straight.run_dir)
+  assert 0 < _store_bytes(run / "store" / "weights" / "sub") < model_bytes / 2
+  assert _store_bytes(run / "checkpoints" / "sub") < model_bytes
+  from mgrpo_jax.train.trained import load_trained
+  with pytest.raises(ValueError, match="the main agent trained LoRA adapters "
+                     r"\(rank 4\), so its checkpoints hold the adapters only"):
+    load_trained(run / "checkpoints" / "main")
+
+
+def test_share_base_needs_adapters_for_every_trained_agent(tmp_path):
+  from mgrpo_jax.runtime.config_checks import ConfigError
+  from mgrpo_jax.train import trainer
+  config = _lora_run(tmp_path, 1)
+  config.learner.sub.lora_rank = 0
+  with pytest.raises(ConfigError, match=r"config.agents.share_base=True: "
+                     r"expected False, or lora_rank > 0 for every agent "
+                     r"\(learner.sub.lora_rank is 0"):
+    trainer.run(config, log=lambda line: None)

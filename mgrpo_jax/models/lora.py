@@ -90,3 +90,14 @@ def merged(weights: Mapping[str, Any], adapters: Adapters) -> dict[str, Any]:
 
 def num_params(adapters: Adapters) -> int:
   return sum(a.size + b.size for a, b in adapters.weights.values())
+
+
+def merged_state(state: Any, adapters: Adapters) -> Any:
+  """An nnx.State of a decoder's weights with the adapters folded in (on
+  the devices the weights are on); `state` itself is unchanged."""
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  flat = list(nnx.to_flat_state(state))
+  names = [".".join(map(str, path)) for path, _ in flat]
+  out = merged({n: v[...] for n, (_, v) in zip(names, flat)}, adapters)
+  return nnx.from_flat_state([(path, v.replace(out[n]))
+                              for n, (path, v) in zip(names, flat)])

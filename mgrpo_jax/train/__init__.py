@@ -18,6 +18,7 @@ and the M-GRPO trainer (the only package that holds optimizers).
                   steps
   shards.py       a step's rollouts split over the processes of the main
                   role, and joined again
+  adapters.py     LoRA in a run: store and sampler weights, shared bases
   compiled.py     the samplers' and learners' programs: open, or a closed
                   set compiled at start-up (config.runtime)
   trainer.py      the step loop, metrics, checkpoints

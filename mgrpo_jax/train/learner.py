@@ -423,12 +423,8 @@ class Learner:
     """The current weights as a model (e.g. for `Engine.update_weights`)."""
     if self.base is None:
       return nnx.merge(self.graphdef, self.params)
-    flat = list(nnx.to_flat_state(self.base))
-    names = [".".join(map(str, path)) for path, _ in flat]
-    merged = lora.merged({n: v[...] for n, (_, v) in zip(names, flat)},
-                         self.adapters)  # On the devices, as the base.
-    return nnx.merge(self.graphdef, nnx.from_flat_state(
-        [(path, v.replace(merged[n])) for n, (path, v) in zip(names, flat)]))
+    return nnx.merge(self.graphdef, lora.merged_state(self.base,
+                                                      self.adapters))
 
   @property
   def adapters(self) -> lora.Adapters | None:

@@ -31,7 +31,7 @@ from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
                                               string)
 from mgrpo_jax.sampling.precision import WEIGHTS_DTYPES
-from mgrpo_jax.train import compiled
+from mgrpo_jax.train import adapters, compiled
 from mgrpo_jax.train import data as train_data
 from mgrpo_jax.train.learner import LearnerConfig
 from mgrpo_jax.train.warm_start import DEMONSTRATIONS, demonstration_source
@@ -54,6 +54,8 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
     _learner(config, agent)
   _sampler(config, kinds)
   compiled.check_runtime(config, ("main", *kinds))
+  adapters.check_share_base(config, ("main", *kinds) if config.mode ==
+                            "mgrpo" else ("main",))
   _reward(config)
   integer(config, "align.d_max", minimum=0)  # 0: alignment off.
   for kind in kinds:

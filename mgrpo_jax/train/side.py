@@ -49,7 +49,7 @@ from mgrpo_jax.models import sharding
 from mgrpo_jax.runtime import checkpoints, meshes, processes
 from mgrpo_jax.runtime.checksum import checksum
 from mgrpo_jax.runtime import store as store_lib
-from mgrpo_jax.train import batches
+from mgrpo_jax.train import adapters, batches
 from mgrpo_jax.train.data import identity as data_identity
 from mgrpo_jax.train.data import load_data
 from mgrpo_jax.train import shards as shards_lib
@@ -158,15 +158,18 @@ class Side:
     self.resume_step = processes.broadcast("resume step", self._common_step())
     self.tok, models, self.sft_metrics = build_models(
         config, self.meshes, self.data, built, log=log, store=self.store)
+    models = adapters.share_bases(config, models, self.meshes)
     if self.ckpt and processes.primary():  # Lets evaluate --checkpoint
       # rebuild the trained model.
       from mgrpo_jax.train.trained import write_model_card
       write_model_card(f"{run_dir}/checkpoints",
-                       next(iter(models.values())).config, self.tok)
-    from flax import nnx
-    # What weights loaded from the store are restored into, per kind.
-    self.targets = {k: nnx.split(models[k])[1] for k in self.kinds
-                    if k in models}
+                       next(iter(models.values())).config, self.tok,
+                       {a: adapters.lora_rank(config, a) for a in self.trained
+                        if adapters.lora_rank(config, a)})
+    # What each sampler loads (with LoRA: its base and the adapters), and
+    # what weights loaded from the store are restored into, per agent.
+    self.sampler_weights = adapters.SamplerWeights(config, models)
+    self.targets = self.sampler_weights.targets
     # Each learner scores tokens at the rollouts' temperature.
     self.learners = {name: Learner(
         name, models[name], learner_config(config, name), self.meshes[name],
@@ -252,7 +255,8 @@ class Side:
     update count)."""
     self.controller.load_weights(
         "main" if self.config.mode != "single" else "single",
-        self._on_sampler("main", self.main.params), self.main.step_count)
+        self._on_sampler("main", self.sampler_weights.state(
+            "main", self.main.params)), self.main.step_count)
 
   def sync_subs(self, step: int, *, newest: bool = False) -> None:
     """Loads, for every sub-agent kind, the weights the rollout of `step`
@@ -271,8 +275,10 @@ class Side:
       else:
         params = self.store.load_weights(
             kind, self._wait_weights(kind, want), target=self.targets[kind])
-      self.controller.load_weights(kind, self._on_sampler(kind, params),
-                                   want)
+      self.controller.load_weights(
+          kind, self._on_sampler(kind, self.sampler_weights.state(kind,
+                                                                  params)),
+          want)
       self.sub_weights[kind] = (want, checksum(params))
 
   def _wait_weights(self, kind: str, want: int) -> int:

@@ -35,19 +35,22 @@ from mgrpo_jax.models.tokenizer import Tokenizer
 from mgrpo_jax.runtime import run_files
 
 CARD_DIR = "model"  # Beside the agents' directories.
+LORA_FILE = "lora.json"  # In the card: the agents that trained adapters.
 
 
 def write_model_card(checkpoint_dir: str | pathlib.Path,
-                     config: ModelConfig, tokenizer: Tokenizer) -> None:
-  """Writes <checkpoint_dir>/model (config.json + tokenizer) once, local
-  or gs:// (runtime/run_files.py)."""
+                     config: ModelConfig, tokenizer: Tokenizer,
+                     lora_ranks: dict[str, int] | None = None) -> None:
+  """Writes <checkpoint_dir>/model (config.json + tokenizer, and
+  `lora_ranks`: the agents whose checkpoints hold LoRA adapters) once,
+  local or gs:// (runtime/run_files.py)."""
   if run_files.is_remote(checkpoint_dir):
     import tempfile  # pylint: disable=g-import-not-at-top
     card = run_files.path_of(checkpoint_dir) / CARD_DIR
     if (card / CONFIG_FILE).exists():
       return
     with tempfile.TemporaryDirectory() as local:
-      write_model_card(local, config, tokenizer)
+      write_model_card(local, config, tokenizer, lora_ranks)
       card.mkdir(parents=True, exist_ok=True)
       files = sorted(pathlib.Path(local, CARD_DIR).iterdir(),
                      key=lambda f: f.name == CONFIG_FILE)  # config.json last.
@@ -59,6 +62,9 @@ def write_model_card(checkpoint_dir: str | pathlib.Path,
     return
   card.mkdir(parents=True, exist_ok=True)
   tokenizer.save(card)
+  if lora_ranks:
+    (card / LORA_FILE).write_text(json.dumps(lora_ranks) + "\n",
+                                  encoding="utf-8")
   hf = hf_config(config, tokenizer)
   tmp = card / (CONFIG_FILE + ".tmp")
   tmp.write_text(json.dumps(hf, indent=2) + "\n", encoding="utf-8")
@@ -91,6 +97,15 @@ def load_trained(path: str | pathlib.Path, *, mesh: Mesh | None = None
         f"{str(path)!r}: expected <run_dir>/checkpoints/<agent>[/<step>] of "
         f"a training run, with the run's model card in {str(card)!r} "
         "(written by python -m mgrpo_jax.main).")
+  lora_file = card / LORA_FILE
+  ranks = json.loads(lora_file.read_text()) if lora_file.exists() else {}
+  if agent_dir.name in ranks:
+    raise ValueError(
+        f"{str(path)!r}: the {agent_dir.name} agent trained LoRA adapters "
+        f"(rank {ranks[agent_dir.name]}), so its checkpoints hold the "
+        "adapters only; evaluating them on their base is not supported yet. "
+        "The run's own evaluations (metrics.jsonl, outcomes.jsonl) used the "
+        "adapted model.")
   config, tokenizer = _read_card(card)
   manager = ocp.CheckpointManager(
       agent_dir,
