@@ -111,3 +111,24 @@ def test_bfloat16_checkpoint(tmp_path):
   assert model.wq[...].dtype == jnp.bfloat16
   # bf16 compute: a smoke bound, a few percent of the logit range.
   assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
+
+
+def test_moe_logits_match_transformers_over_a_padded_batch(tmp_path):
+  """Rows of different lengths, right-padded: the real positions' logits
+  equal transformers' with its attention mask (routing is per token, so
+  padding changes nothing else)."""
+  hf_model = _random_hf_model(CASES["qwen3_moe"]())
+  hf_model.save_pretrained(tmp_path)
+  tiny_tokenizer().save(tmp_path)
+  tokens = _tokens(2)
+  lengths = [24, 15]
+  mask = np.arange(24)[None, :] < np.array(lengths)[:, None]
+  padded = np.where(mask, tokens, 0)
+  with torch.no_grad():
+    want = hf_model(torch.as_tensor(padded),
+                    attention_mask=torch.as_tensor(mask.astype(np.int64))
+                    ).logits.float().numpy()
+  model, _ = load_model(tmp_path)
+  got = np.asarray(model(jnp.asarray(padded)))
+  diff = np.abs(got - want)[mask].max()
+  assert diff <= TOL, f"padded MoE batch: max |logit diff| = {diff:.2e}"
