@@ -5,7 +5,9 @@
 # (bench.rollouts), one M-GRPO step of configs/default.py split by phase
 # with M-GRPO's own overhead, compilations and peak memory, open shapes
 # against the closed set (bench.step), and each agent's closed set of
-# programs compiled at a first and a second start (bench.programs).
+# programs compiled at a first and a second start (bench.programs), and a
+# mixture of experts against every-expert matmuls and its dense twin
+# (bench.moe_speed).
 # Prints one table (bench.summary) and writes OUT/bench.json.
 #   bash launch/bench.sh [OUT]    (default OUT: runs/bench)
 # Run it on a quiet machine: the figures are wall-clock medians.
@@ -19,4 +21,5 @@ source "$here/env.sh"
 python -m mgrpo_jax.bench.rollouts --json="$out/rollouts.json"
 python -m mgrpo_jax.bench.step --json="$out/step.json"
 python -m mgrpo_jax.bench.programs --json="$out/programs.json"
+python -m mgrpo_jax.bench.moe_speed --json="$out/moe_speed.json"
 python -m mgrpo_jax.bench.summary "$out"

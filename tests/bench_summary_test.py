@@ -111,3 +111,19 @@ def test_the_closed_set_s_programs_have_a_row_per_agent_and_part(tmp_path):
   row = by_name["closed set of configs/default.py: main sampler programs "
                 "(compile s, first start / second)"]
   assert row["ours"] == "66 (40.0 / 4.0 s)"
+
+
+def test_the_moe_rows_compare_grouped_experts_with_every_expert(tmp_path):
+  (tmp_path / "step.json").write_text(json.dumps(STEP))
+  fig = lambda step, tps: {"params": 1, "train_step_seconds": step,
+                           "sampler_tokens_per_second": tps}
+  (tmp_path / "moe_speed.json").write_text(json.dumps({
+      "dense": fig(0.5, 100.0), "moe (blocks)": fig(1.0, 80.0),
+      "moe (ragged_dot)": fig(2.0, 100.0), "settings": {}}))
+  rows = {r["measurement"]: r for r in summary.summarize(tmp_path)["rows"]}
+  step = rows["MoE train step seconds, grouped experts vs every expert "
+              "(dense twin: 0.5)"]
+  assert (step["ratio"], step["status"]) == ("2.00x", "met")
+  sampler = rows["MoE sampler tokens/s, grouped experts vs every expert "
+                 "(dense twin: 100)"]
+  assert (sampler["ratio"], sampler["status"]) == ("0.80x", "missed")

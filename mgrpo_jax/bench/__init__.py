@@ -22,6 +22,8 @@
                      alone (the update compiled from shapes)
   programs.py        each agent's closed set of programs: count, compile
                      seconds at a first and a second start
+  moe_speed.py       a mixture of experts vs every-expert matmuls and its
+                     dense twin: train step, sampler
   fits.py            two agents' bytes per chip on TPU slices and a GPU,
                      full fine-tuning vs LoRA, from model configs alone
   multihost.py       one role as 1 process x 4 devices against 2 processes

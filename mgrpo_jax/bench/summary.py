@@ -20,7 +20,8 @@ from typing import Any
 
 FILES = ("speed", "rollouts", "step")
 OPTIONAL = ("team",  # Read when present (launch/bench_team.sh writes it),
-            "programs")  # and bench.programs (launch/bench.sh).
+            "programs",  # and bench.programs and bench.moe_speed
+            "moe_speed")  # (launch/bench.sh).
 
 # (batch, ours / HF, ours / Tunix) targets of the sampler.
 GENERATE_TARGETS = {8: (2.0, 1.2), 32: (1.5, 1.2)}
@@ -118,6 +119,20 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
                     "ours": f"{n:.0f} ({seconds:.1f} / "
                     f"{second[agent][part][1]:.1f} s)", "peer": "-",
                     "ratio": "-", "target": "-", "status": "-"})
+  ms = results.get("moe_speed")
+  if ms:
+    grouped, every, dense = (ms["moe (blocks)"], ms["moe (ragged_dot)"],
+                             ms["dense"])
+    for what, key, faster in (("train step seconds", "train_step_seconds",
+                               lambda a, b: b / a),
+                              ("sampler tokens/s", "sampler_tokens_per_second",
+                               lambda a, b: a / b)):
+      ratio = faster(grouped[key], every[key])
+      out.append({"measurement": f"MoE {what}, grouped experts vs every "
+                  f"expert (dense twin: {dense[key]:.3g})",
+                  "ours": f"{grouped[key]:.3g}", "peer": f"{every[key]:.3g}",
+                  "ratio": f"{ratio:.2f}x", "target": ">= 1.0x",
+                  "status": _met(ratio, 1.0)})
   team = results.get("team")
   if team:
     for r in team["sizes"]:
