@@ -157,3 +157,26 @@ def test_share_base_needs_adapters_for_every_trained_agent(tmp_path):
                      r"expected False, or lora_rank > 0 for every agent "
                      r"\(learner.sub.lora_rank is 0"):
     trainer.run(config, log=lambda line: None)
+
+
+def test_share_base_refuses_different_models_or_devices(tmp_path):
+  import jax
+  from mgrpo_jax.train import adapters
+  from trainer_test_utils import tiny_config
+  config = tiny_config(tmp_path)
+  config.agents.share_base = True
+  small = build.init_model(CONFIG, seed=0)
+  other = build.init_model(ModelConfig(**{**CONFIG.__dict__,
+                                          "num_layers": 1}), seed=0)
+  one = jax.make_mesh((1, 1), ("fsdp", "tp"), devices=jax.devices()[:1])
+  two = jax.make_mesh((1, 1), ("fsdp", "tp"), devices=jax.devices()[1:2])
+  shared = adapters.share_bases(config, {"main": small, "sub": small},
+                                {"main": one, "sub": one})
+  assert shared["sub"] is shared["main"]
+  with pytest.raises(ValueError, match="sub's model differs from main's"):
+    adapters.share_bases(config, {"main": small, "sub": other},
+                         {"main": one, "sub": one})
+  with pytest.raises(ValueError, match=r"sub is on devices \(1,\) and main "
+                     r"on \(0,\); expected the same devices"):
+    adapters.share_bases(config, {"main": small, "sub": small},
+                         {"main": one, "sub": two})
