@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import platform
+from typing import Any
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
@@ -40,3 +42,15 @@ def machine() -> str:
   tunables = os.environ.get("GLIBC_TUNABLES", "")
   return (f"{cpu_model()}, {os.cpu_count()} CPUs, {platform.system()}"
           + (f", GLIBC_TUNABLES={tunables}" if tunables else ""))
+
+
+def write_output(path: str, content: Any) -> None:
+  """Writes `content` (a string as it is, anything else as indented JSON)
+  to `path`, making its folder, and says so; nothing when `path` is ''."""
+  if not path:
+    return
+  out = pathlib.Path(path)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  out.write_text(content if isinstance(content, str)
+                 else json.dumps(content, indent=1))
+  print(f"wrote {out}")

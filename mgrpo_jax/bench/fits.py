@@ -27,13 +27,12 @@ update for a config); "fits" leaves them 10% of the chip's memory.
 
 from __future__ import annotations
 
-import json
-import pathlib
 from typing import Any
 
 from absl import app
 from absl import flags
 
+from mgrpo_jax.bench.common import write_output
 from mgrpo_jax.models.config import ModelConfig
 
 GIB = 1024 ** 3
@@ -151,16 +150,8 @@ def main(argv):
           for mode in ("full", "lora")}
   print(f"The paper's pair (two Qwen3-30B-A3B agents) fits first on: full "
         f"fine-tuning {pair['full']}, LoRA {pair['lora']}")
-  if _MD.value:
-    path = pathlib.Path(_MD.value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table(rows) + "\n")
-    print(f"wrote {path}")
-  if _JSON.value:
-    path = pathlib.Path(_JSON.value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"rows": rows, "paper_pair": pair}, indent=1))
-    print(f"wrote {path}")
+  write_output(_MD.value, table(rows) + "\n")
+  write_output(_JSON.value, {"rows": rows, "paper_pair": pair})
 
 
 if __name__ == "__main__":

@@ -15,15 +15,13 @@ the target is that the grouped one is not slower than every expert.
 from __future__ import annotations
 
 import dataclasses
-import json
-import pathlib
 from typing import Any
 
 from absl import app
 from absl import flags
 import numpy as np
 
-from mgrpo_jax.bench.common import machine
+from mgrpo_jax.bench.common import machine, write_output
 from mgrpo_jax.models.config import ModelConfig
 
 EXPERTS, PER_TOKEN, EXPERT_WIDTH = 16, 2, 256
@@ -102,11 +100,7 @@ def main(argv):
   print(f"mixture of experts vs dense of equal active size "
         f"({result['machine']})")
   print(table({k: v for k, v in result.items() if k != "machine"}))
-  if _JSON.value:
-    path = pathlib.Path(_JSON.value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
-    print(f"wrote {path}")
+  write_output(_JSON.value, result)
 
 
 if __name__ == "__main__":

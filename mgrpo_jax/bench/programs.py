@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from typing import Any
 from absl import app
 from absl import flags
 
-from mgrpo_jax.bench.common import machine
+from mgrpo_jax.bench.common import machine, write_output
 
 STARTS = ("first start (empty cache)", "second start (cache loads)")
 
@@ -116,11 +115,7 @@ def main(argv):
   print(f"{_CONFIG.value}: closed set of programs per agent "
         f"({result['machine']})")
   print(table(result))
-  if _JSON.value:
-    path = pathlib.Path(_JSON.value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
-    print(f"wrote {path}")
+  write_output(_JSON.value, result)
 
 
 if __name__ == "__main__":
