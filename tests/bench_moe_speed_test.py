@@ -1,12 +1,20 @@
 """bench/moe_speed.py: the MoE and its dense twin, each measured."""
 
+import pytest
+
 from mgrpo_jax.bench import moe_speed
 
 
-def test_the_twins_have_equal_active_sizes_and_each_variant_is_measured():
+def test_the_twins_have_equal_active_sizes():
   c = moe_speed.configs(layers=1, width=64)
   assert c["moe"].experts_per_token * c["moe"].moe_intermediate_size == \
       c["dense"].intermediate_size
+  assert (c["moe"].hidden_size, c["moe"].num_layers) == (
+      c["dense"].hidden_size, c["dense"].num_layers)
+
+
+@pytest.mark.slow  # Three tiny models' train steps and samplers (25 s).
+def test_each_variant_is_measured():
   out = moe_speed.measure(batch=2, length=16, new_tokens=4, repeats=1,
                           layers=1, width=64)
   assert set(out) == {"dense", "moe (blocks)", "moe (ragged_dot)", "settings"}

@@ -1,10 +1,13 @@
 """bench/programs.py: each agent's closed set of programs, compiled as a
 training process does at start-up."""
 
+import pytest
+
 from mgrpo_jax.bench import programs
 from trainer_test_utils import tiny_config
 
 
+@pytest.mark.slow  # Compiles two agents' closed sets (about a minute).
 def test_each_agent_compiles_its_closed_set_and_a_twin_sampler_reuses_it(
     tmp_path):
   config = tiny_config(tmp_path)
