@@ -119,6 +119,8 @@ def _store_bytes(path):
              if f.is_file())
 
 
+@pytest.mark.slow  # Three tiny runs (~30 s); the default run keeps the
+# learner-level LoRA tests above.
 def test_a_lora_run_stores_only_adapters_and_resumes_exactly(tmp_path):
   import json
   import pathlib

@@ -74,6 +74,8 @@ def test_experts_mlp_and_its_gradient_equal_the_per_token_reference(impl):
   np.testing.assert_allclose(float(aux), want_aux, rtol=1e-5)
 
 
+@pytest.mark.slow  # Compiles the engine's MoE programs (25 s); the learner
+# test below samples through the engine in the default run.
 def test_the_moe_decoder_generates_through_the_engine_as_its_full_forward():
   model = build.init_model(MOE, seed=0)
   prompt = list(range(3, 12))
@@ -129,7 +131,7 @@ def test_the_learner_scores_what_the_moe_sampler_sampled_and_logs_routing():
                   min_window=32)
   prompts = [list(range(3, 3 + n)) for n in (5, 9, 7, 12)]
   results = engine.generate(prompts, SamplingParams(temperature=1.0,
-                                                    max_new_tokens=10),
+                                                    max_new_tokens=6),
                             jax.random.key(2))
   tokens = [np.array(p + r.tokens) for p, r in zip(prompts, results)]
   masks = [np.array([0] * len(p) + [1] * len(r.tokens), bool)

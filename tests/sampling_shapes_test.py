@@ -79,6 +79,8 @@ def _turns(engine, params):
   return list(zip(first + second, conversations * 2))
 
 
+@pytest.mark.slow  # 11 programs and an open engine's (~20 s); the strict
+# run of compiled_test.py drives closed engines in the default run.
 def test_a_closed_engine_runs_only_its_precompiled_programs_and_agrees():
   closed = _engine(Shapes(4, 96, 32, 16, **CLOSED), strict=True)
   count, seconds = closed.precompile(stop_ids=1)

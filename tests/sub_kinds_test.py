@@ -58,7 +58,8 @@ def _scripted_team(config, monkeypatch):
 
   real = team.build_team
 
-  def build(agents, backend, *, main_model, main_tokenizer, sub_models):
+  def build(agents, backend, *, main_model, main_tokenizer, sub_models,
+            runtime=None):
     tok = main_tokenizer
     policies = {
         "main": _Scripted(tok, main_script, max_conversations=8),
@@ -68,7 +69,7 @@ def _scripted_team(config, monkeypatch):
                               max_conversations=8)}
     return real(agents, backend, main_model=main_model,
                 main_tokenizer=main_tokenizer, sub_models=sub_models,
-                policies=policies)
+                policies=policies, runtime=runtime)
 
   monkeypatch.setattr(side_lib, "build_team", build)
 
