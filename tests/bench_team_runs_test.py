@@ -52,3 +52,18 @@ def test_rows_read_the_runs_test_accuracy(tmp_path):
   assert text.startswith("| data | seed |")  # A table README can quote.
   assert "| synthetic | 0 | 0.000 | 0.250 | 0.400 (step 10) | 30 min | " \
       "3.0 GiB |" in text
+
+
+def test_finished_rows_are_the_pairs_whose_two_runs_finished(tmp_path):
+  for name in ("synthetic-untrained-seed0", "synthetic-trained-seed0",
+               "musique-untrained-seed0", "musique-trained-seed0",
+               "synthetic-untrained-seed1"):
+    _metrics(tmp_path / name, {0: 0.0, 10: 0.5})
+  ok = {"code": 0, "seconds": 60.0, "peak_mib": 1024.0}
+  record = {"runs": {"synthetic-untrained-seed0": ok,
+                     "synthetic-trained-seed0": ok,
+                     "musique-untrained-seed0": ok,
+                     "musique-trained-seed0": {**ok, "code": 1},
+                     "synthetic-untrained-seed1": ok}}
+  rows = team_runs.finished_rows(record, tmp_path)
+  assert [(r["data"], r["seed"]) for r in rows] == [("synthetic", 0)]

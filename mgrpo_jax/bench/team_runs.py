@@ -2,6 +2,7 @@
 
   python -m mgrpo_jax.bench.team_runs [--config=configs/smollm2.py]
       [--seeds=0,1] [--data=synthetic,musique] [--out=runs/team_runs]
+      [--finished]   (run nothing: the table of the runs that finished)
 
 For each data source and seed, two runs of `python -m mgrpo_jax.main`, each
 its own process:
@@ -144,8 +145,19 @@ def run_all(config: str, seeds: Sequence[int], data: Sequence[str],
   return record
 
 
+def finished_rows(record: dict, out: pathlib.Path) -> list[dict]:
+  """The table's rows of every (data, seed) whose two runs finished, in
+  DATA then seed order (what --finished writes; nothing runs)."""
+  done = {name for name, r in record["runs"].items() if r.get("code") == 0}
+  seeds = sorted({int(n.rsplit("seed", 1)[1]) for n in done})
+  return [row(d, s, record["runs"][f"{d}-untrained-seed{s}"],
+              record["runs"][f"{d}-trained-seed{s}"], out)
+          for d in DATA for s in seeds
+          if {f"{d}-untrained-seed{s}", f"{d}-trained-seed{s}"} <= done]
+
+
 def main(argv):
-  config, seeds, data, out, child = _FLAGS
+  config, seeds, data, out, child, finished = _FLAGS
   if child.value:  # Measure the command after "--" as this one's only child.
     print(json.dumps(measured(argv[1:], pathlib.Path(out.value))))
     return
@@ -162,7 +174,14 @@ def main(argv):
     raise app.UsageError(f"--data={data.value!r}, --seeds={seeds.value!r}: "
                          f"expected data of {list(DATA)} and at least one "
                          "seed")
-  record = run_all(config.value, seed_list, sources, pathlib.Path(out.value))
+  if finished.value:  # The table of what finished; nothing runs.
+    record_file = pathlib.Path(out.value) / RESULT
+    record = json.loads(record_file.read_text())
+    record["rows"] = finished_rows(record, pathlib.Path(out.value))
+    record_file.write_text(json.dumps(record, indent=1))
+  else:
+    record = run_all(config.value, seed_list, sources,
+                     pathlib.Path(out.value))
   text = table(record["rows"])
   print(f"{config.value}, test accuracy ({record['machine']})")
   print(text)
@@ -178,5 +197,8 @@ if __name__ == "__main__":
             flags.DEFINE_string("out", "runs/team_runs", "Output folder (the "
                                 "child's log file with --child)."),
             flags.DEFINE_bool("child", False, "Internal: measure the "
-                              "command after -- ."))
+                              "command after -- ."),
+            flags.DEFINE_bool("finished", False, "Run nothing: write the "
+                              "table of every data source and seed whose "
+                              "runs finished."))
   app.run(main)
