@@ -34,3 +34,21 @@ def test_a_sweep_measures_each_size_and_stops_past_the_limit(tmp_path):
   assert row["largest_part"] in row["parts_gib"]
   table = team_memory.table({**out, "config": "tiny", "machine": "m"})
   assert "| 2x2 |" in table and f"({row['largest_part']} " in table and "largest B x K within 0.01 GiB: None" in table
+
+
+def test_each_size_borrows_the_configs_warm_start_only_while_it_runs(
+    tmp_path):
+  own, sized = tmp_path / "own", tmp_path / "sized"
+  own.mkdir()
+  with team_memory.same_warm_start(own, sized):
+    assert not sized.exists()  # The config has no warm start yet.
+  (own / team_memory.FIGURES).write_text("{}")
+  with pytest.raises(RuntimeError):
+    with team_memory.same_warm_start(own, sized):
+      assert (sized / team_memory.FIGURES).is_file()  # Reads the own entry.
+      raise RuntimeError("the size failed")
+  assert not sized.exists() and (own / team_memory.FIGURES).is_file()
+  sized.mkdir()  # A size with an entry of its own keeps it.
+  with team_memory.same_warm_start(own, sized):
+    assert not sized.is_symlink()
+  assert sized.is_dir()

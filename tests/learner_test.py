@@ -41,15 +41,16 @@ def test_pack_shifts_targets_and_masks_and_pads():
     pack(tokens, masks[:2], [0, 0, 0], micro_batch=1, min_len=8, max_len=64)
 
 
-def test_closed_packing_pads_to_the_few_lengths_of_its_set():
-  assert closed_lengths(64, 1024) == [64, 128, 256, 512, 1024]
-  assert closed_lengths(100, 1000) == [100, 200, 400, 800, 1000]
-  tokens = [np.arange(40) % 7, np.arange(20) % 7]
-  masks = [np.ones(40, bool), np.ones(20, bool)]
-  shape = lambda closed: pack(tokens, masks, [1.0, -1.0], micro_batch=2,
-                              min_len=8, max_len=64,
-                              closed=closed).inputs_NxT.shape
-  assert shape(False) == (2, 48) and shape(True) == (2, 64)  # 39 targets.
+def test_closed_lengths_list_every_length_pack_gives():
+  assert closed_lengths(64, 1024) == [64, 96, 128, 192, 256, 384, 512, 768,
+                                      1024]
+  assert closed_lengths(100, 1000) == [100, 150, 200, 300, 400, 600, 800,
+                                       1000]
+  masks = lambda n: [np.ones(n, bool)]
+  for n in range(2, 1100, 7):
+    t = pack([np.arange(n) % 7], masks(n), [1.0], micro_batch=1, min_len=100,
+             max_len=1000).inputs_NxT.shape[1]
+    assert t in closed_lengths(100, 1000), (n, t)
 
 
 def _learner(micro_batch, mesh=None, **kw):

@@ -69,6 +69,10 @@ def test_trained_once_then_reused_keyed_by_every_setting(tmp_path,
   assert warm_start_key(other) == warm_start_key(config)
   del other.agents["sampler_dtype"]  # A config from before the field.
   assert warm_start_key(other) == warm_start_key(config)
+  other.agents.share_base = not config.agents.share_base  # Memory layout.
+  assert warm_start_key(other) == warm_start_key(config)
+  del other.agents["share_base"]  # A config from before the field.
+  assert warm_start_key(other) == warm_start_key(config)
   # RL-only learner settings do not touch the warm start; SFT's do.
   other.learner.main.learning_rate = 3e-3
   other.learner.main.beta = 0.1

@@ -6,7 +6,7 @@
 
 For each B x K of --sizes (questions per step x rollouts per question), in
 order, one child process runs `bench.step.measure` on the config with that
-batch (the warm start comes from the keyed cache after the first) and
+batch (every size from the config's own warm start: `same_warm_start`) and
 reports the median step's seconds by phase (rollout, main update, sub
 update, the rest), the process's peak resident memory, and what the
 memory holds by part at that size (bench.memory: weights, Adam, sampler
@@ -18,6 +18,7 @@ is its own process because peak memory (ru_maxrss) only ever grows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import subprocess
@@ -29,6 +30,7 @@ from absl import app
 from absl import flags
 
 from mgrpo_jax.bench.common import machine
+from mgrpo_jax.train.warm_start import FIGURES, warm_start_dir
 
 # Phases of bench.step reported per size: rollout, each agent's update
 # (its advantages, packing and learner), and the rest.
@@ -78,12 +80,34 @@ def _child(config_path: str, size: tuple[int, int], steps: int, warmup: int,
   from mgrpo_jax.runtime.config_checks import load_config_file  # pylint: disable=g-import-not-at-top
   enable_compilation_cache()
   config = load_config_file(config_path)
+  own = warm_start_dir(config)
   config.train.questions_per_step, config.train.group_size = size
   for side in ("main", "sub"):  # Every conversation of the step live at
     config.agents[side].rows = size[0] * size[1]  # once: the KV caches grow.
-  measured = step.measure(config, steps=steps, warmup=warmup)
+  with same_warm_start(own, warm_start_dir(config)):
+    measured = step.measure(config, steps=steps, warmup=warmup)
   measured["parts"] = memory.measure(config)
+  measured["warm_start"] = own.name
   pathlib.Path(out).write_text(json.dumps(measured))
+
+
+@contextlib.contextmanager
+def same_warm_start(own: pathlib.Path, sized: pathlib.Path):
+  """Every size starts from the config's own warm start. `agents.rows`
+  is part of the warm-start key (the oracle's batch), so each size would
+  otherwise retrain SFT (~13 min for SmolLM2) for a step whose time and
+  memory do not depend on which demonstrations trained it. While the
+  size runs, its key's entry points at the config's own (left alone when
+  the size has an entry of its own or the config has none yet)."""
+  link = (own != sized and not sized.exists()
+          and (own / FIGURES).is_file())
+  if link:
+    sized.symlink_to(own.resolve(), target_is_directory=True)
+  try:
+    yield
+  finally:
+    if link and sized.is_symlink():
+      sized.unlink()
 
 
 def sweep(config_path: str, sizes: Sequence[tuple[int, int]], *, steps: int,

@@ -33,7 +33,6 @@ class PackSettings:
   micro_batch: int
   min_len: int
   max_len: int
-  closed: bool = False  # Lengths from packing.closed_lengths only.
 
 
 def signal(adv_N: np.ndarray, groups_N: np.ndarray, num_groups: int,
@@ -91,7 +90,6 @@ def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
         [t.tokens for t in flat], [t.loss_mask for t in flat],
         adv[first:first + len(flat)], micro_batch=micro,
         min_len=settings.min_len, max_len=settings.max_len,
-        closed=settings.closed,
         logprobs=[t.logprobs for t in flat],
         versions=[t.policy_version for t in flat], longest=longest))
   batch = side_by_side(columns, micro, b * k,
@@ -214,7 +212,6 @@ def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
   versions = record.version if m else np.full(1, -1)
   batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
                min_len=settings.min_len, max_len=settings.max_len,
-        closed=settings.closed,
                valid=valid, logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()), "valid_slots": 1.0,
            "dropped_calls": 0.0,
@@ -260,7 +257,6 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
   tokens, masks, logprobs = zip(*slots)
   batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
                min_len=settings.min_len, max_len=settings.max_len,
-        closed=settings.closed,
                valid=valid.reshape(-1), logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()),
            "valid_slots": float(valid.mean()),

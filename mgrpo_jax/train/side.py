@@ -67,8 +67,7 @@ def learner_config(config, agent: str) -> LearnerConfig:
 
 def pack_settings(config, agent: str) -> batches.PackSettings:
   c = learner_config(config, agent)
-  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len,
-                              config.runtime.shapes == "closed")
+  return batches.PackSettings(c.micro_batch, c.min_len, c.max_len)
 
 
 def absolute(path: str) -> str:

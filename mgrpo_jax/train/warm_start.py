@@ -119,6 +119,10 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
   for name in ("sub_kinds", *[k for k in KINDS if k != "sub"]):
     agents.pop(name, None)
   agents["sub"] = {k: v for k, v in agents["sub"].items() if k != "tools"}
+  # Whether the samplers share one copy of the base weights changes where
+  # the weights live, not what SFT learns (and, left out, keeps the keys of
+  # the entries made before the field).
+  agents.pop("share_base", None)
   blob = json.dumps({
       "model": config.model.to_dict(), "world": config.world.to_dict(),
       "sft": sft_section, "agents": agents,
