@@ -1,6 +1,7 @@
 """A small mixture of experts against the dense model of equal active size.
 
   python -m mgrpo_jax.bench.moe_speed [--json=runs/bench/moe_speed.json]
+      [--md=launch/results/moe_speed.md]
 
 A Qwen3-MoE decoder (E experts of width Fe, K per token) and a dense
 Qwen3 of MLP width K x Fe (the same parameters active per token, the same
@@ -97,14 +98,23 @@ def main(argv):
   from mgrpo_jax.models.loading import enable_compilation_cache  # pylint: disable=g-import-not-at-top
   enable_compilation_cache()
   result = {"machine": machine(), **measure(repeats=_REPEATS.value)}
-  print(f"mixture of experts vs dense of equal active size "
-        f"({result['machine']})")
-  print(table({k: v for k, v in result.items() if k != "machine"}))
+  text = report(result)
+  print(text)
   write_output(_JSON.value, result)
+  write_output(_MD.value, text + "\n")
+
+
+def report(result: dict[str, Any]) -> str:
+  """The printed (and --md) report of a `measure` result with its machine."""
+  return (f"mixture of experts vs dense of equal active size "
+          f"({result['machine']}; `python -m mgrpo_jax.bench.moe_speed`)\n"
+          + table({k: v for k, v in result.items() if k != "machine"}))
 
 
 if __name__ == "__main__":
   _JSON = flags.DEFINE_string("json", "runs/bench/moe_speed.json",
                               "Where to write the results ('': nowhere).")
+  _MD = flags.DEFINE_string("md", "", "Where to write the report as "
+                            "markdown ('': nowhere).")
   _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats (median).")
   app.run(main)
