@@ -3,8 +3,10 @@
 # peak host memory by batch size, up to the largest B x K within a memory
 # limit (bench.team_memory), then the one summary table with it:
 #   bash launch/bench_team.sh [OUT] [--sizes=4x4,8x4,8x8,16x8] [--limit_gib=24]
-# (default OUT: runs/bench). The first size warm-starts the team by SFT
-# unless an earlier run of configs/smollm2.py left it in the cache.
+#       [--plan_sizes=16x16]   (sizes only estimated, not run)
+# (default OUT: runs/bench). Every size starts from the config's own warm
+# start (SFT once, unless an earlier run of configs/smollm2.py left it in
+# the cache).
 # Run it on a quiet machine: the figures are wall-clock medians.
 set -euo pipefail
 out="${1:-runs/bench}"

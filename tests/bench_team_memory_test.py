@@ -52,3 +52,27 @@ def test_each_size_borrows_the_configs_warm_start_only_while_it_runs(
   with team_memory.same_warm_start(own, sized):
     assert not sized.is_symlink()
   assert sized.is_dir()
+
+
+def test_sizes_not_run_are_estimated_from_their_plan_and_measured_overhead(
+    tmp_path):
+  config = tiny_config(tmp_path)
+  path = tmp_path / "tiny.py"
+  path.write_text(CHILD_CONFIG.format(text=config.to_json()))
+  measured = [{"B": 2, "K": 2, "planned_gib": 0.01, "peak_host_gib": 1.01}]
+  out = team_memory.plan(str(path), [(2, 2), (64, 64)], measured,
+                         limit_gib=1.0105)
+  small, big = out["planned_sizes"]
+  assert out["overhead_gib"] == pytest.approx(1.0)
+  assert small["estimated_peak_gib"] == pytest.approx(
+      small["planned_gib"] + 1.0)
+  # More live conversations: larger KV caches, a larger plan.
+  assert big["planned_gib"] > small["planned_gib"]
+  assert out["largest_estimated"] == ("2x2" if small["estimated_peak_gib"]
+                                      <= 1.0105 else None)
+  table = team_memory.table({"config": "tiny", "machine": "m", "sizes": [],
+                             "largest_fitting": None, "stopped": "",
+                             "limit_gib": 1.0, **out})
+  assert "| 64x64 (not run) |" in table and "largest estimated" in table
+  assert team_memory.plan(str(path), [(2, 2)], [], 1.0)[
+      "largest_estimated"] is None  # No size ran: nothing to estimate from.

@@ -1,8 +1,8 @@
 """A pretrained team's step time and peak memory, batch size by batch size.
 
   python -m mgrpo_jax.bench.team_memory [--config=configs/smollm2.py]
-      [--sizes=4x4,8x4,8x8,16x8] [--steps=3] [--warmup=1]
-      [--limit_gib=24] [--json=runs/bench/team.json]
+      [--sizes=4x4,8x4,8x8,16x8] [--plan_sizes=16x16] [--steps=3]
+      [--warmup=1] [--limit_gib=24] [--json=runs/bench/team.json]
 
 For each B x K of --sizes (questions per step x rollouts per question), in
 order, one child process runs `bench.step.measure` on the config with that
@@ -14,6 +14,9 @@ copies, KV caches, the update's temporaries; its total and largest part). The sw
 at the first size whose child dies (out of memory) or whose peak passes
 --limit_gib: the largest size before it is the largest that fits. Each size
 is its own process because peak memory (ru_maxrss) only ever grows.
+--plan_sizes are sizes too slow to run here (a SmolLM2 step grows with
+B x K): only estimated, from their planned memory and the largest run
+size's measured overhead (`plan`).
 """
 
 from __future__ import annotations
@@ -81,9 +84,7 @@ def _child(config_path: str, size: tuple[int, int], steps: int, warmup: int,
   enable_compilation_cache()
   config = load_config_file(config_path)
   own = warm_start_dir(config)
-  config.train.questions_per_step, config.train.group_size = size
-  for side in ("main", "sub"):  # Every conversation of the step live at
-    config.agents[side].rows = size[0] * size[1]  # once: the KV caches grow.
+  config = sized(config, size)
   with same_warm_start(own, warm_start_dir(config)):
     measured = step.measure(config, steps=steps, warmup=warmup)
   measured["parts"] = memory.measure(config)
@@ -136,6 +137,40 @@ def sweep(config_path: str, sizes: Sequence[tuple[int, int]], *, steps: int,
           "limit_gib": limit_gib}
 
 
+def sized(config, size: tuple[int, int]):
+  """`config` at B x K = `size`, every conversation of a step live at once
+  (agents.<agent>.rows = B x K: the KV caches grow)."""
+  config.train.questions_per_step, config.train.group_size = size
+  for side in ("main", "sub"):
+    config.agents[side].rows = size[0] * size[1]
+  return config
+
+
+def plan(config_path: str, sizes: Sequence[tuple[int, int]],
+         measured: Sequence[dict], limit_gib: float) -> dict:
+  """Sizes too slow to run here, estimated: bench.memory's planned bytes
+  at each size (from the config alone) plus what the largest measured
+  size's peak held beyond its plan (the Python heap, JAX's runtime and
+  programs, host copies). Nothing is run; the estimate assumes that
+  overhead does not grow with B x K."""
+  from mgrpo_jax.bench import memory  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.runtime.config_checks import load_config_file  # pylint: disable=g-import-not-at-top
+  base = [r for r in measured if "planned_gib" in r]
+  if not base:
+    return {"planned_sizes": [], "largest_estimated": None}
+  overhead = base[-1]["peak_host_gib"] - base[-1]["planned_gib"]
+  rows, largest = [], None
+  for b, k in sizes:
+    config = sized(load_config_file(config_path), (b, k))
+    planned = memory.measure(config)["total_bytes"] / 1024 ** 3
+    rows.append({"B": b, "K": k, "planned_gib": planned,
+                 "estimated_peak_gib": planned + overhead})
+    if planned + overhead <= limit_gib:
+      largest = f"{b}x{k}"
+  return {"planned_sizes": rows, "largest_estimated": largest,
+          "overhead_gib": overhead}
+
+
 def table(results: dict) -> str:
   lines = [f"{results['config']} step by batch ({results['machine']})",
            "| B x K | step s | rollout s | main update s | sub update s | "
@@ -150,10 +185,19 @@ def table(results: dict) -> str:
                  f" | {r['sub_update_seconds']:.1f} | "
                  f"{r['other_seconds']:.1f} | {r['peak_host_gib']:.1f} | "
                  f"{planned} |")
+  for r in results.get("planned_sizes", ()):
+    lines.append(f"| {r['B']}x{r['K']} (not run) | - | - | - | - | - | "
+                 f"~{r['estimated_peak_gib']:.1f} (estimated) | "
+                 f"{r['planned_gib']:.1f} |")
   lines.append(f"largest B x K within {results['limit_gib']} GiB: "
                f"{results['largest_fitting']}"
                + (f" (stopped at {results['stopped']})"
-                  if results["stopped"] else " (every size fits)"))
+                  if results["stopped"] else " (every size run fits)"))
+  if results.get("planned_sizes"):
+    lines.append(
+        f"largest estimated to fit: {results['largest_estimated']} (plan + "
+        f"the largest run's {results['overhead_gib']:.1f} GiB beyond its "
+        "plan; not run)")
   return "\n".join(lines)
 
 
@@ -164,6 +208,9 @@ def _define_flags():
                               "Training config file."),
           flags.DEFINE_string("sizes", "4x4,8x4,8x8,16x8",
                               "B x K sizes to run, in order."),
+          flags.DEFINE_string("plan_sizes", "", "B x K sizes only "
+                              "estimated (planned memory + the largest "
+                              "run's overhead), after --sizes; '' none."),
           flags.DEFINE_integer("steps", 3, "Steps per size."),
           flags.DEFINE_integer("warmup", 1, "First steps left out."),
           flags.DEFINE_float("limit_gib", 24.0, "Memory a size must stay "
@@ -175,9 +222,11 @@ def _define_flags():
 
 def main(argv):
   del argv
-  config, sizes_flag, steps, warmup, limit, json_flag, child = _FLAGS
+  config, sizes_flag, plan_flag, steps, warmup, limit, json_flag, child = (
+      _FLAGS)
   try:
     sizes = parse_sizes(sizes_flag.value)
+    planned = parse_sizes(plan_flag.value) if plan_flag.value else []
   except ValueError as e:
     raise app.UsageError(str(e))
   if child.value:
@@ -188,6 +237,9 @@ def main(argv):
              "steps": steps.value, "warmup": warmup.value,
              **sweep(config.value, sizes, steps=steps.value,
                      warmup=warmup.value, limit_gib=limit.value)}
+  if planned:
+    results.update(plan(config.value, planned, results["sizes"],
+                        limit.value))
   print(table(results))
   path = pathlib.Path(json_flag.value)
   path.parent.mkdir(parents=True, exist_ok=True)

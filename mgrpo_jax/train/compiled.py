@@ -9,7 +9,8 @@ each agent's shapes come from a short list derived from the config
 before the first step, through the persistent compilation cache (a second
 start loads them): rows of a learner's batch are fixed by the config (B x
 K, or B x K x D_max, rounded up to the micro-batch), its lengths are
-powers of two from `min_len` to `max_len`. With `runtime.strict_shapes`
+the open ladder's (x1, 1.5, 2, 3, ... from `min_len` to `max_len`). With
+`runtime.strict_shapes`
 a call outside the set then stops the run (`runtime.programs.ShapeError`,
 naming the program and the shape) instead of compiling. What else a step
 compiles (the advantages, the alignment, checksums: one shape per config)
