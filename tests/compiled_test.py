@@ -10,6 +10,7 @@ import pytest
 from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.runtime.programs import ShapeError
 from mgrpo_jax.train import compiled, trainer
+from mgrpo_jax.train.packing import closed_lengths
 from trainer_test_utils import tiny_config
 
 
@@ -38,10 +39,11 @@ def test_a_strict_closed_run_compiles_nothing_after_its_first_step(tmp_path):
   steps = {}
   for r in _records(config):
     steps.setdefault(r["step"], {}).update(r)
-  # 3 lengths x the update (mu = 1, no KL: no separate log-prob pass).
-  assert steps[1]["startup/programs"] == 2 * 15 + 2 * 3
+  # 5 lengths (256, 384, 512, 768, 1024) x the update (mu = 1, no KL: no
+  # separate log-prob pass).
+  assert steps[1]["startup/programs"] == 2 * 15 + 2 * 5
   assert steps[1]["startup/programs/main_sampler"] == 15
-  assert steps[1]["startup/programs/sub_learner"] == 3
+  assert steps[1]["startup/programs/sub_learner"] == 5
   assert steps[1]["startup/compile_seconds"] > 0
   counts = [steps[s]["jit/compilations"] for s in (1, 2)]
   assert counts[0] == counts[1], counts  # Step 2 (and its evaluation).
@@ -55,8 +57,9 @@ def test_a_strict_run_stops_on_a_shape_outside_its_set(tmp_path,
   monkeypatch.setattr(compiled, "learner_lengths", lambda learner: [16])
   config.learner.main.min_len = 16
   config.learner.sub.min_len = 16
+  longer = "|".join(map(str, closed_lengths(16, 1024)[1:]))
   with pytest.raises(ShapeError, match=r"program 'main update': .*\(\(\d+, "
-                     r"4, (32|64|128|256|512|1024)\), 'int32'\).* outside the "
+                     rf"4, ({longer})\), 'int32'\).* outside the "
                      r"\d+ program\(s\) compiled at start-up"):
     trainer.run(config, log=lambda line: None)
   checkpoints = pathlib.Path(config.run_dir) / "checkpoints"
