@@ -164,6 +164,28 @@ def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
       got[2]["weights/published_checksum"])
 
 
+def test_a_closed_strict_run_over_two_processes_compiles_every_learner_program_at_start_up(
+    tmp_path):
+  """runtime.shapes='closed' with strict_shapes: each process's main
+  learner compiles for the rows of its own rollout shard, the sub learner
+  for the whole batch, before the first step; a shape outside the set
+  would stop the run (ShapeError)."""
+  config, path = _config(tmp_path, "closed", steps=2)
+  config.runtime.shapes = "closed"
+  config.runtime.strict_shapes = True
+  path.write_text(CHILD_CONFIG.format(text=config.to_json()))
+  results = _two(tmp_path, path, "closed", "--verbosity=1")
+  output = results[0][1]
+  assert re.search(r"start-up: compiled \d+ programs in \d+ s \(.*main "
+                   r"learner \d+, sub learner \d+\)", output), output[-3000:]
+  assert "compile in the first step" not in output
+  got = by_step(MetricsWriter.read(pathlib.Path(config.run_dir) / "all"))
+  assert sorted(got) == [0, 1, 2]
+  for agent in ("main", "sub"):  # Real updates ran on the closed shapes.
+    assert any(got[step][f"{agent}/skipped_update"] == 0.0
+               for step in (1, 2)), agent
+
+
 def _start_two(tmp_path, path, name, *flags):
   """Two processes of one role, started; returns [(Popen, log path)]."""
   from processes_test_utils import free_port

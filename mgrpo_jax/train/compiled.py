@@ -16,8 +16,10 @@ naming the program and the shape) instead of compiling. What else a step
 compiles (the advantages, the alignment, checksums: one shape per config)
 compiles in the first step.
 
-Not closed yet: a learner whose role runs over several processes (each
-packs its share of a batch) compiles its programs in the first step.
+A role over several processes: the main agent's learner compiles for the
+share of each batch its process packs (`local`: the rows of its rollout
+shards, train/shards.py), a sub-agent's for the whole batch (every process
+of a sub role packs all of it).
 """
 
 from __future__ import annotations
@@ -82,10 +84,12 @@ def batch_rows(config: ml_collections.ConfigDict, agent: str) -> int:
 
 
 def precompile(config: ml_collections.ConfigDict, controller: Any,
-               learners: dict[str, Any],
-               log: Callable[[str], None]) -> dict[str, float]:
+               learners: dict[str, Any], log: Callable[[str], None], *,
+               main_local: bool = False) -> dict[str, float]:
   """Compiles every sampler's and learner's closed set (nothing with open
-  shapes); logs and returns what it compiled and how long it took."""
+  shapes); logs and returns what it compiled and how long it took.
+  `main_local`: this process packs only its rollout shards' rows of the
+  main agent's batch (`Batch.local`)."""
   runtime = config.runtime
   if runtime.shapes != "closed":
     return {}
@@ -97,14 +101,10 @@ def precompile(config: ml_collections.ConfigDict, controller: Any,
         runtime.compile_threads, strict=strict).items():
       counts[f"{name} sampler"] = n
   for name, learner in learners.items():
-    if processes.count() > 1:
-      log(f"note: {name}'s learner spans {processes.count()} processes; "
-          "its programs compile in the first step (module docstring of "
-          "train/compiled.py)")
-      continue
-    n, _ = learner.precompile(batch_rows(config, name),
-                              learner_lengths(config.learner[name]),
-                              strict=strict)
+    local = main_local and name == "main"
+    rows = batch_rows(config, name) // (processes.count() if local else 1)
+    n, _ = learner.precompile(rows, learner_lengths(config.learner[name]),
+                              local=local, strict=strict)
     counts[f"{name} learner"] = n
   seconds = time.perf_counter() - start
   log(f"start-up: compiled {sum(counts.values())} programs in {seconds:.0f} "

@@ -112,7 +112,10 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   side = Side(config, role, log)
   # A closed set of programs compiles here; its figures join the first
   # step's metrics.
-  startup = compiled.precompile(config, side.controller, side.learners, log)
+  startup = compiled.precompile(
+      config, side.controller, side.learners, log,
+      main_local=side.shards is not None
+      and len(side.shards.mine) < side.shards.total)
   c = config.train
   key = jax.random.key(config.seed)
   writer = (MetricsWriter(f"{absolute(config.run_dir)}/{role}") if primary
