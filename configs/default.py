@@ -152,7 +152,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.mesh.verifier = agent_mesh()  # The verifier kind's devices (when in agents.sub_kinds).
 
   config.runtime = ml_collections.ConfigDict()  # Compiled programs (train/compiled.py, sampling/shapes.py).
-  config.runtime.shapes = "open"  # "open": padded sizes on ladders, each program compiled when a step first needs it; "closed": every sampler's and learner's shapes from a short list, all compiled at start-up (nothing after the first step).
+  config.runtime.shapes = "closed"  # "closed": every sampler's and learner's shapes from a short list, all compiled at start-up through the persistent cache (nothing after the first step); "open": padded sizes on ladders, each program compiled when a step first needs it (fewer programs for a short run).
   config.runtime.strict_shapes = False  # With shapes="closed": a call outside the set stops the run (ShapeError naming the program and shape) instead of compiling it.
   config.runtime.decode_row_floor = 8  # closed: fewest rows a decode call pads to (a decode step reads every weight whatever its rows).
   config.runtime.decode_windows = 4  # closed: decode cache windows, the largest this many powers of two up to agents.<agent>.context_tokens.

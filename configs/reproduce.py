@@ -57,6 +57,7 @@ def get_config(arg: str = "full") -> ml_collections.ConfigDict:
   config.train.steps = 40  # M-GRPO steps per run.
   config.train.eval_every = 10  # Evaluations (validation and test): steps 0, 10, 20, 30, 40.
   config.checkpoint.every = 10  # A killed reproduction resumes its runs from here.
+  config.runtime.shapes = "open"  # The shapes the pre-registered runs sampled on (padding moves float32's last bits, so the protocol's digest keys it).
   for side in ("main", "sub"):
     config.learner[side].learning_rate = 3e-4  # The pilot's choice: 1e-3 collapsed validation accuracy in both settings tried.
     config.learner[side].log_ref_kl = True  # ref_kl in every run's curve: how far each agent moved from its warm start.

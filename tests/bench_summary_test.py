@@ -79,6 +79,8 @@ def test_a_step_file_without_cache_loads_still_reads(tmp_path):
 def test_closed_shapes_are_compared_with_open_ones(tmp_path):
   phases = {"rollout": 10.0, "main learner": 4.0, "sub learner": 5.0}
   closed = {"compilations_after_first_step": 0.0,
+            "compilations_per_100_steps": 0.0,
+            "cache_loads_per_100_steps": 0.0,
             "phases": {"rollout": 10.2, "main learner": 4.4,
                        "sub learner": 5.0},
             "startup": {"programs": 140.0, "compile_seconds": 60.0,
@@ -87,6 +89,12 @@ def test_closed_shapes_are_compared_with_open_ones(tmp_path):
                "closed": closed}
   (tmp_path / "step.json").write_text(json.dumps(step_json))
   by_name = {r["measurement"]: r for r in summary.summarize(tmp_path)["rows"]}
+  # The default's (closed) compilations, the open run's beside them.
+  per_100 = by_name["compilations per 100 steps after warm-up"]
+  assert (per_100["ours"], per_100["peer"], per_100["status"]) == (
+      "0", "open 25", "met")
+  assert by_name["  of which loaded from the persistent compilation cache"][
+      "ours"] == "0"
   after = by_name["closed shapes: compilations after the first step"]
   assert (after["ours"], after["peer"], after["status"]) == ("0", "open 7",
                                                              "met")

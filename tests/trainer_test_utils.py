@@ -48,6 +48,9 @@ def tiny_config(tmp_path, **train):
   config.train.eval_questions = 2
   config.train.eval_every = 2
   config.checkpoint.every = 1
+  # Each test compiles only the shapes it meets; the closed set (the
+  # default) has its own tests (compiled_test.py, multihost_test.py).
+  config.runtime.shapes = "open"
   config.train.update(train)
   return config
 

@@ -5,12 +5,13 @@ shape: decode (rows, window, shared prefix), prefill (rows, tokens,
 window) and the cache copy (rows, window). `Shapes` decides each call's
 padded sizes, in one of two modes:
 
-* open (today's default): decode rows on the x1.5 ladder, prefill rows,
-  prompt tokens and windows on powers of two, the shared prefix any
-  multiple of 32 slots. Few padded slots, but the set of programs is
-  open-ended: a new question length can compile a new program mid-run.
-* closed: every size from a short list derived from the engine's settings
-  (`Shapes.closed`), so `programs()` lists every program a run can meet
+* open (`runtime.shapes="open"`, and an engine built without shapes):
+  decode rows on the x1.5 ladder, prefill rows, prompt tokens and windows
+  on powers of two, the shared prefix any multiple of 32 slots. Few
+  padded slots, but the set of programs is open-ended: a new question
+  length can compile a new program mid-run.
+* closed (a training run's default): every size from a short list derived
+  from the engine's settings (`Shapes.closed`), so `programs()` lists every program a run can meet
   and the engine compiles them at start-up (`Engine.precompile`): decode
   rows are powers of two from `row_floor` (a decode step reads every
   weight whatever its rows, so a few padded rows cost little), decode

@@ -53,7 +53,6 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   for agent in ("main", *kinds):
     _learner(config, agent)
   _sampler(config, kinds)
-  compiled.check_runtime(config, ("main", *kinds))
   adapters.check_share_base(config, ("main", *kinds) if config.mode ==
                             "mgrpo" else ("main",))
   _reward(config)
@@ -66,6 +65,8 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   number(config, "advantage.eps", minimum=0.0)
   choice(config, "advantage.sub_group_by", SUB_GROUP_BY)
   _agents(config)
+  # After the agents' budgets: the closed set is derived from them.
+  compiled.check_runtime(config, ("main", *kinds))
   _world(config)
   _data(config)
   _tools(config)
