@@ -39,6 +39,9 @@ def test_one_step_trains_both_agents(tmp_path, monkeypatch):
   config.train.group_size = 2
   config.train.eval_every = 1
   config.train.eval_questions = 1
+  # One step meets a few programs; compiling SmolLM2's whole closed set
+  # (about 8 min here) is bench.programs' to time.
+  config.runtime.shapes = "open"
   for side in ("main", "sub"):
     config.agents[side].max_turns = 2
     config.agents[side].max_new_tokens = 24
