@@ -38,6 +38,9 @@ def test_each_process_takes_consecutive_whole_shards():
   assert plan == shards_lib.Shards(4, (2, 3), 2)
   assert plan.first_question == 4
   assert plan.tasks(list("abcdefgh"), 3) == ["g", "h"]
+  # Only some of the shards: the process packs its own rows (Batch.local).
+  assert plan.partial
+  assert not shards_lib.plan(_config(2), 1, 0).partial
 
 
 def test_an_evaluation_s_questions_split_into_consecutive_covering_ranges():

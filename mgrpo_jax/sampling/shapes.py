@@ -11,10 +11,11 @@ padded sizes, in one of two modes:
   padded slots, but the set of programs is open-ended: a new question
   length can compile a new program mid-run.
 * closed (a training run's default): every size from a short list derived
-  from the engine's settings (`Shapes.closed`), so `programs()` lists every program a run can meet
-  and the engine compiles them at start-up (`Engine.precompile`): decode
-  rows are powers of two from `row_floor` (a decode step reads every
-  weight whatever its rows, so a few padded rows cost little), decode
+  from the engine's settings (`Shapes.closed`), so `programs()` lists
+  every program a run can meet and the engine compiles them at start-up
+  (`Engine.precompile`): decode rows are powers of two from `row_floor`
+  (a decode step reads every weight whatever its rows, so a few padded
+  rows cost little), decode
   windows the `decode_windows` largest powers of two up to the cache
   length, the shared prefix a quarter or a half of the window, prefill
   calls at most `prefill_chunk` tokens a row (a longer prompt is prefilled

@@ -93,7 +93,7 @@ def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
         logprobs=[t.logprobs for t in flat],
         versions=[t.policy_version for t in flat], longest=longest))
   batch = side_by_side(columns, micro, b * k,
-                       local=len(shards.mine) < shards.total)
+                       local=shards.partial)
   return batch, signal(adv, groups, b)
 
 

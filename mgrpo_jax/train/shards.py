@@ -49,6 +49,12 @@ class Shards:
   questions: int  # B / S, questions per shard.
 
   @property
+  def partial(self) -> bool:
+    """This process holds only some shards: it packs its own rows of the
+    main agent's batch (`Batch.local`)."""
+    return len(self.mine) < self.total
+
+  @property
   def first_question(self) -> int:
     """The step's index of this process's first question."""
     return self.mine[0] * self.questions

@@ -114,8 +114,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
   # step's metrics.
   startup = compiled.precompile(
       config, side.controller, side.learners, log,
-      main_local=side.shards is not None
-      and len(side.shards.mine) < side.shards.total)
+      main_local=side.shards is not None and side.shards.partial)
   c = config.train
   key = jax.random.key(config.seed)
   writer = (MetricsWriter(f"{absolute(config.run_dir)}/{role}") if primary
