@@ -11,19 +11,11 @@ from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.runtime.programs import ShapeError
 from mgrpo_jax.train import compiled, trainer
 from mgrpo_jax.train.packing import closed_lengths
-from trainer_test_utils import tiny_config
+from trainer_test_utils import small_closed_set, tiny_config
 
 
 def _closed(tmp_path, **train):
-  config = tiny_config(tmp_path, **train)
-  config.runtime.shapes = "closed"
-  config.runtime.strict_shapes = True
-  # One window each, prefill calls of at most 64 tokens: 15 sampler
-  # programs per agent (sampling/shapes.py), 3 learner lengths.
-  config.runtime.decode_windows = 1
-  config.runtime.prefill_windows = 1
-  config.runtime.prefill_chunk = 64
-  return config
+  return small_closed_set(tiny_config(tmp_path, **train))
 
 
 def _records(config):

@@ -30,7 +30,7 @@ from flax import nnx
 from mgrpo_jax.runtime.metrics import MetricsWriter
 from processes_test_utils import TIMEOUT_S, child_env, run_processes
 from trainer_test_utils import (CHILD_CONFIG, ROOT, assert_same_figures,
-                                by_step, tiny_config)
+                                by_step, small_closed_set, tiny_config)
 
 pytestmark = pytest.mark.slow
 
@@ -171,8 +171,7 @@ def test_a_closed_strict_run_over_two_processes_compiles_every_learner_program_a
   for the whole batch, before the first step; a shape outside the set
   would stop the run (ShapeError)."""
   config, path = _config(tmp_path, "closed", steps=2)
-  config.runtime.shapes = "closed"
-  config.runtime.strict_shapes = True
+  small_closed_set(config)
   path.write_text(CHILD_CONFIG.format(text=config.to_json()))
   results = _two(tmp_path, path, "closed", "--verbosity=1")
   output = results[0][1]

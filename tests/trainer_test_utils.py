@@ -55,6 +55,18 @@ def tiny_config(tmp_path, **train):
   return config
 
 
+def small_closed_set(config):
+  """`config` on a strict closed set of programs kept small (one window
+  each, prefill calls of at most 64 tokens: 15 sampler programs per agent
+  for tiny_config, sampling/shapes.py)."""
+  config.runtime.shapes = "closed"
+  config.runtime.strict_shapes = True
+  config.runtime.decode_windows = 1
+  config.runtime.prefill_windows = 1
+  config.runtime.prefill_chunk = 64
+  return config
+
+
 # A config file for a child process: the same tiny config, from JSON.
 CHILD_CONFIG = """
 import json, ml_collections
