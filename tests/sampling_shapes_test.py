@@ -112,3 +112,51 @@ def test_the_engine_refuses_shapes_of_another_engine():
                      r"cache_len, min_window, min_prompt\) \(8, 96, 32, 16\); "
                      r"expected the engine's \(4, 96, 32, 16\)"):
     _engine(Shapes(8, 96, 32, 16))
+
+
+def _placed_engine(shape, shapes=None, strict=False):
+  """The engine of `_engine` over the model placed on a mesh of the
+  first devices (`shape`: axis sizes, as config.mesh.<agent>.shape)."""
+  import ml_collections
+  from flax import nnx
+  from mgrpo_jax.models import sharding
+  from mgrpo_jax.runtime import meshes
+  mesh = meshes.agent_meshes(ml_collections.ConfigDict({
+      "share": True, "main": meshes.agent_config(
+          int(np.prod(list(shape.values()))),
+          ",".join(f"{k}:{v}" for k, v in shape.items()))}))["main"]
+  graphdef, state = nnx.split(_model())
+  model = nnx.merge(graphdef, sharding.place_state(state, mesh))
+  return Engine(model, max_conversations=4, cache_len=96, chunk_steps=4,
+                min_window=32, min_prompt_bucket=16, shapes=shapes,
+                strict_shapes=strict), mesh
+
+
+@pytest.mark.parametrize("shape", [
+    # Each about 15 s: the data-parallel mesh in the slow run.
+    pytest.param({"fsdp": 2}, marks=pytest.mark.slow, id="fsdp2"),
+    pytest.param({"fsdp": 2, "tp": 2}, id="fsdp2_tp2")])
+def test_a_closed_engine_on_several_devices_runs_its_set_and_agrees(shape):
+  """The cache lives on the weights' devices, heads split over tp as the
+  sharding table says, and stays so through prefill, copy and decode: every
+  program compiled at start-up runs (strict), and the tokens are the
+  one-device open engine's."""
+  from jax.sharding import NamedSharding, PartitionSpec
+  engine, mesh = _placed_engine(shape, Shapes(4, 96, 32, 16, **CLOSED),
+                                strict=True)
+  want = NamedSharding(mesh, PartitionSpec(None, None, "tp" if "tp" in shape
+                                           else None))
+  for cache in (engine._cache.k, engine._cache.v):
+    assert cache.sharding.is_equivalent_to(want, 5)
+  engine.precompile(stop_ids=1)
+  traces = dict(engine.trace_counts)
+  params = SamplingParams(temperature=0.0, max_new_tokens=10,
+                          stop_token_ids=(3,))
+  got = _turns(engine, params)
+  assert engine.trace_counts == traces  # Nothing compiled after start-up.
+  assert engine._cache.k.sharding.is_equivalent_to(want, 5)
+  want = _turns(_engine(), params)  # One device, open shapes.
+  for (g, tokens), (w, _) in zip(got, want):
+    assert g.tokens == w.tokens
+    np.testing.assert_allclose(g.logprobs, w.logprobs,
+                               **logprob_tolerance(_model(), [tokens]))

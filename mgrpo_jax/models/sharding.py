@@ -108,3 +108,43 @@ def place_state(state: nnx.State, mesh: Mesh,
     state = multihost_utils.process_allgather(state, tiled=True)
   shardings = state_shardings(state, mesh, rules)
   return jax.device_put(state, shardings)
+
+
+# The sampling engine's KV cache [L, R, G, S, Dh] (layers, conversation
+# rows, key/value heads, slots, head width): key/value heads split like the
+# projections that write them ("kv"); rows stay whole on every device (a
+# decode step gathers its conversations' rows by index), and so do slots.
+CACHE_AXES = ("layers", None, "kv", None, None)
+
+
+def mesh_of(tree: Any) -> Mesh | None:
+  """The mesh the committed leaves of `tree` are placed on: a NamedSharding's,
+  or a one-device mesh of the device they were put on; None when no leaf is
+  committed (a model never placed: JAX places it). Leaves on two meshes are
+  an error."""
+  meshes = set()
+  for x in jax.tree.leaves(tree):
+    if not getattr(x, "committed", False):
+      continue
+    if isinstance(x.sharding, NamedSharding):
+      meshes.add(x.sharding.mesh)
+    else:
+      meshes.add(Mesh(np.array(sorted(x.sharding.device_set,
+                                      key=lambda d: d.id)), ("fsdp",)))
+  if len(meshes) > 1:
+    raise ValueError(f"mesh_of: the leaves are on {len(meshes)} meshes "
+                     f"({sorted(str(m.devices.tolist()) for m in meshes)}); "
+                     "expected one.")
+  return next(iter(meshes), None)
+
+
+def cache_sharding(shape: tuple[int, ...], mesh: Mesh,
+                   rules: Mapping[str, str | None] = RULES) -> NamedSharding:
+  """Where a KV cache of `shape` lives on `mesh` (`CACHE_AXES`)."""
+  return NamedSharding(mesh, partition_spec(CACHE_AXES, tuple(shape), mesh,
+                                            rules))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  """A whole copy on every device of `mesh` (small inputs: keys, ids)."""
+  return NamedSharding(mesh, PartitionSpec())

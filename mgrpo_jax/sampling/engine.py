@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from mgrpo_jax.models import sharding
 from mgrpo_jax.models.decoder import Decoder, KVCache
 from mgrpo_jax.runtime.programs import layout_of
 from mgrpo_jax.sampling import (generation, precision, prefill, sharing,
@@ -134,11 +135,20 @@ class Engine:
     self._graphdef, state = nnx.split(model)
     self._param_shapes = _describe(state)
     self._weights_dtype = precision.weights_dtype_name(weights_dtype)
-    self._steps = steps.compiled_steps(self._graphdef)
+    cache = KVCache.zeros(self.config, max_conversations, cache_len,
+                          cache_dtype or model.dtype)
+    # On the weights' devices, split as models/sharding.py says (and kept
+    # so by every step), with the calls' keys there too: the programs are
+    # compiled for these placements. Weights never placed: JAX places all.
+    mesh = sharding.mesh_of(state)
+    placed = (None if mesh is None
+              else sharding.cache_sharding(cache.k.shape, mesh))
+    self._cache = cache if placed is None else jax.device_put(
+        cache, KVCache(placed, placed))
+    self._key_sharding = None if mesh is None else sharding.replicated(mesh)
+    self._steps = steps.compiled_steps(self._graphdef, placed)
     self._weights = self._steps.split(state, self._weights_dtype)
     self.weights_version = -1  # Set by `update_weights`.
-    self._cache = KVCache.zeros(self.config, max_conversations, cache_len,
-                                cache_dtype or model.dtype)
     # Weights and cache keep their layout: the programs' key for them.
     self._layout = layout_of((self._weights, self._cache))
     self._conversations: dict[int, Conversation] = {}
@@ -182,7 +192,7 @@ class Engine:
     calls = steps.example_calls(
         self.shapes.programs(), self.config, self._dtype, self.chunk_steps,
         self._weights, self._cache, stop_ids,
-        jax.random.key(0) if key is None else key)
+        self._placed(jax.random.key(0) if key is None else key))
     return self._steps.precompile(calls, self._layout, threads)
 
   @property
@@ -190,7 +200,8 @@ class Engine:
     """Traces (= compilations) of each jitted step so far.
 
     The jitted steps are shared by every engine whose model has the same
-    structure (graphdef), so these counts are too.
+    structure (graphdef) and whose cache is placed alike, so these counts
+    are too.
     """
     return dict(self._steps.traces)
 
@@ -372,7 +383,8 @@ class Engine:
            padded([c.row for c in convs], self.max_conversations),
            np.int32(convs[live[0]].row), last, position, count,
            padded(budget, 0), np.arange(bp) >= len(live),
-           padded(np.arange(b), 0), sampling, jax.random.fold_in(key, chunk)),
+           padded(np.arange(b), 0), sampling,
+           self._placed(jax.random.fold_in(key, chunk))),
           strict=self.strict_shapes, layout=self._layout)
       toks, lps, new_count, new_done = (
           np.asarray(out.tokens_BxN), np.asarray(out.logprobs_BxN),
@@ -409,6 +421,12 @@ class Engine:
     return jnp.dtype(self._weights.embed.dtype).name
 
   # ---------------------------------------------------------------- helpers
+
+  def _placed(self, key: jax.Array) -> jax.Array:
+    """A PRNG key on this engine's devices, as its programs take keys."""
+    if self._key_sharding is None:
+      return key
+    return jax.device_put(key, self._key_sharding)
 
   def _get(self, conv_id: int) -> Conversation:
     if conv_id not in self._conversations:
@@ -471,7 +489,7 @@ class Engine:
         (self.config, self._dtype, window, self._weights, self._cache,
          np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
          np.array(length, np.int32), np.array(sources + fill, np.int32),
-         np.array(list(draws) + fill, np.int32), sampling, key),
+         np.array(list(draws) + fill, np.int32), sampling, self._placed(key)),
         strict=self.strict_shapes, layout=self._layout)
     first, first_lp = np.asarray(first)[:m], np.asarray(first_lp)[:m]
     self.seconds["prefill"] += time.perf_counter() - begin
