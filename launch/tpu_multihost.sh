@@ -4,10 +4,16 @@
 # through the store, a gs:// bucket both reach. Run it on every host of every
 # role, e.g. with two slices "main-tpu" and "sub-tpu":
 #
-#   gcloud compute tpus tpu-vm ssh main-tpu --worker=all --command="cd mgrpo_jax &&
-#     ROLE=main DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=gs://BUCKET/x
-#     STORE_ROOT=gs://BUCKET/x/store bash launch/tpu_multihost.sh"
-#   (the same on sub-tpu with ROLE=sub)
+#   gcloud compute tpus tpu-vm ssh main-tpu --worker=all --command="cd mgrpo_jax && \
+#     ROLE=main DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=gs://BUCKET/y \
+#     STORE_ROOT=gs://BUCKET/y/store bash launch/tpu_multihost.sh"
+#   gcloud compute tpus tpu-vm ssh sub-tpu --worker=all --command="cd mgrpo_jax && \
+#     ROLE=sub DISTRIBUTED=auto CONFIG=configs/smollm2.py RUN_DIR=gs://BUCKET/y \
+#     STORE_ROOT=gs://BUCKET/y/store bash launch/tpu_multihost.sh"
+#
+# (A backslash ends every line of the quoted command but the last: the
+# host's shell reads one command. The roles must share the overrides of the
+# store's fingerprint, README "Launching".)
 #
 # Required: ROLE        main, or a kind of config.agents.sub_kinds (sub, ...)
 #           CONFIG      the config file, the same on every host
