@@ -177,50 +177,105 @@ def documented_blocks() -> list[Block]:
 
 # ------------------------------------------------------------ the CPU form
 
-def _set(flags: list[str], config, field: str, value) -> None:
-  """--config.FIELD=VALUE when `config` has FIELD."""
+def _has(config, field: str) -> bool:
   node = config
   for part in field.split("."):
     if not hasattr(node, "keys") or part not in node:
-      return
+      return False
     node = node[part]
-  flags.append(f"--config.{field}={value}")
+  return True
 
 
-def tiny_flags(config, given: tuple[str, ...] = ()) -> list[str]:
-  """Flags that shrink a run or evaluation config to seconds on 2 cores:
+def tiny_fields(config, given: tuple[str, ...] = ()) -> dict[str, object]:
+  """Fields that shrink a run or evaluation config to seconds on 2 cores:
   the tiny model, world and team of tests/trainer_test_utils.tiny_config,
   one training step evaluated, a small closed set; only fields the config
   has and the command does not set itself (`given`: its arguments)."""
-  flags: list[str] = []
-  done = {a.split("=", 1)[0] for a in given if a.startswith("--config.")}
+  fields: dict[str, object] = {}
   if hasattr(config.get("model"), "keys"):
-    for field, value in (("name", "tiny"), ("vocab_size", 512),
-                         ("hidden_size", 32), ("num_layers", 1)):
-      _set(flags, config, f"model.{field}", value)
-  for field, value in (("sft.steps", 2), ("sft.batch_size", 4),
-                       ("sft.questions", 4), ("world.num_entities", 40),
-                       ("world.train_questions", 8),
-                       ("world.validation_questions", 2),
-                       ("world.test_questions", 2), ("world.max_hops", 1),
-                       ("train.steps", 1), ("train.questions_per_step", 2),
-                       ("train.group_size", 2), ("train.eval_questions", 2),
-                       ("train.eval_every", 1), ("train.test_questions", 2),
-                       ("data.train_questions", 8),
-                       ("runtime.decode_windows", 1),
-                       ("runtime.prefill_windows", 1),
-                       ("runtime.prefill_chunk", 64),
-                       ("eval.limit", 1), ("eval.rollouts", 1)):
-    _set(flags, config, field, value)
+    fields.update({"model.name": "tiny", "model.vocab_size": 512,
+                   "model.hidden_size": 32, "model.num_layers": 1})
+  fields.update({
+      "sft.steps": 2, "sft.batch_size": 4, "sft.questions": 4,
+      "world.num_entities": 40, "world.train_questions": 8,
+      "world.validation_questions": 2, "world.test_questions": 2,
+      "world.max_hops": 1, "train.steps": 1, "train.questions_per_step": 2,
+      "train.group_size": 2, "train.eval_questions": 2,
+      "train.eval_every": 1, "train.test_questions": 2,
+      "data.train_questions": 8, "runtime.decode_windows": 1,
+      "runtime.prefill_windows": 1, "runtime.prefill_chunk": 64,
+      "eval.limit": 1, "eval.rollouts": 1})
   for name, section in (config.get("agents") or {}).items():
     if hasattr(section, "keys") and "max_turns" in section:
-      for field, value in (("max_turns", 2), ("max_new_tokens", 32),
-                           ("context_tokens", 1024), ("rows", 4)):
-        _set(flags, config, f"agents.{name}.{field}", value)
+      fields.update({f"agents.{name}.max_turns": 2,
+                     f"agents.{name}.max_new_tokens": 32,
+                     f"agents.{name}.context_tokens": 1024,
+                     f"agents.{name}.rows": 4})
   for name in (config.get("learner") or {}):
-    for field, value in (("min_len", 256), ("max_len", 1024)):
-      _set(flags, config, f"learner.{name}.{field}", value)
-  return [f for f in flags if f.split("=", 1)[0] not in done]
+    fields.update({f"learner.{name}.min_len": 256,
+                   f"learner.{name}.max_len": 1024})
+  done = {a.split("=", 1)[0] for a in given if a.startswith("--config.")}
+  return {f: v for f, v in fields.items()
+          if _has(config, f) and f"--config.{f}" not in done}
+
+
+def tiny_flags(config, given: tuple[str, ...] = ()) -> list[str]:
+  """`tiny_fields` as --config.FIELD=VALUE flags."""
+  return [f"--config.{f}={v}" for f, v in tiny_fields(config,
+                                                       given).items()]
+
+
+def tiny_config_file(path: str, directory: pathlib.Path) -> str:
+  """A config file: the config at `path` with `tiny_fields` (for the
+  benchmarks, whose --config takes a file and no overrides)."""
+  from mgrpo_jax.runtime.config_checks import load_config_file
+  source = os.path.abspath(path)
+  fields = tiny_fields(load_config_file(source))
+  directory.mkdir(parents=True, exist_ok=True)
+  out = directory / f"tiny_{pathlib.Path(path).stem}.py"
+  out.write_text(
+      "from mgrpo_jax.runtime.config_checks import load_config_file\n\n\n"
+      "def get_config():\n"
+      f"  config = load_config_file({source!r})\n"
+      f"  for field, value in {sorted(fields.items())!r}:\n"
+      "    *parents, leaf = field.split('.')\n"
+      "    node = config\n"
+      "    for part in parents:\n"
+      "      node = node[part]\n"
+      "    node[leaf] = value\n"
+      "  return config\n")
+  return str(out)
+
+
+# The benchmarks' CPU forms: their own size flags, smallest that run
+# (each only when the command does not give it), and for those that read
+# a config file, its tiny twin (`tiny_config_file`; default: the module's).
+BENCH_FLAGS = {
+    "speed": (["--batches=1", "--prompt_len=16", "--new_tokens=4",
+               "--repeats=1", "--train_shape=1,32"], None),
+    "rollouts": (["--questions=1", "--rollouts=2", "--max_new_tokens=8",
+                  "--turns=1", "--nowarmup"], None),
+    "step": (["--steps=2", "--warmup=0"], "configs/default.py"),
+    "programs": ([], "configs/default.py"),
+    "moe_speed": (["--repeats=1"], None),
+    "team_memory": (["--sizes=1x2", "--steps=2", "--warmup=1"],
+                    "configs/smollm2.py"),
+}
+
+
+def _bench_argv(name: str, argv: list[str]) -> list[str]:
+  extra, default_config = BENCH_FLAGS.get(name, ([], None))
+  given = {a.split("=", 1)[0] for a in argv}
+  argv = argv + [f for f in extra if f.split("=", 1)[0] not in given
+                 and f.replace("--no", "--", 1) not in given]
+  if default_config is not None:
+    path = next((a.split("=", 1)[1] for a in argv
+                 if a.startswith("--config=")), default_config)
+    tiny = tiny_config_file(path, pathlib.Path(os.environ.get(
+        "MGRPO_README_HOME", ".")) / "tiny_configs")
+    argv = [a for a in argv if not a.startswith("--config=")] + [
+        f"--config={tiny}"]
+  return argv
 
 
 def config_path(argv: list[str]) -> str | None:
@@ -322,16 +377,19 @@ def cpu_argv(argv: list[str]) -> list[str]:
           f"--coordinator_address={os.environ['MGRPO_README_COORDINATOR']}",
           f"--num_processes={os.environ['MGRPO_README_HOSTS']}",
           f"--process_id={host}"]
+  elif module and module.startswith("mgrpo_jax.bench."):
+    argv = _bench_argv(module.rpartition(".")[2], argv)
   elif module == "mgrpo_jax.reproduce" and "--quick" not in argv:
     out = "runs/reproduce" if "--out" not in argv else None
     argv = argv + ["--quick"] + (["--out", out] if out else [])
   elif module == "mgrpo_jax.reproduce_pilot":
-    argv = argv + ["--steps", "1", "--settings", "tiny"]
+    argv = argv + ["--steps", "1", "--settings", "mild_lr1e-3"]
   elif module == "pytest":
     # One quick test stands for a run of the suite (the suite itself is
-    # what CI runs).
-    argv = argv + ["-q", "-p", "no:cacheprovider", "-k",
-                   "test_core_usage_snippet_runs"]
+    # what CI runs); the slow run's: a slow one of seconds.
+    quick = ("closed_engine_on_several_devices and fsdp2 and not tp2"
+             if "slow" in argv else "test_core_usage_snippet_runs")
+    argv = argv + ["-q", "-p", "no:cacheprovider", "-k", quick]
   return argv
 
 
@@ -383,10 +441,13 @@ def gcloud_stand_in(argv: list[str]) -> None:
                MGRPO_README_COORDINATOR=f"127.0.0.1:{port}",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={chips}")
     log = open(home / f"{name}-{host}.log", "w")
-    proc = subprocess.Popen(["bash", "-c", command], cwd=home, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    status = home / f"{name}-{host}.status"  # Its exit code, when done.
+    proc = subprocess.Popen(
+        ["bash", "-c", 'bash -c "$1"; echo $? > "$2"', "host", command,
+         str(status)], cwd=home, env=env, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True)
     with open(os.environ["MGRPO_README_PIDS"], "a") as out:
-      out.write(f"{proc.pid} {name}-{host}\n")
+      out.write(f"{proc.pid} {name}-{host} {status}\n")
 
 
 def checkout_view(directory: pathlib.Path) -> pathlib.Path:
