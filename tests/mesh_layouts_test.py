@@ -13,14 +13,14 @@ gathers: for those the runs must complete, and the teacher-forced
 log-probs and the loss of one update on a fixed batch are compared within
 float32 tolerance (`test_a_split_learner_scores_and_updates_as_one_device`).
 
-Every run reads one warm start (the SFT is cached and its key leaves the
-mesh fields out), so layouts differ only where they compute. The whole
+Each run is its own `python -m mgrpo_jax.main` process on 8 CPU devices,
+and every run reads one warm start (the SFT is cached and its key leaves
+the mesh fields out), so layouts differ only where they compute. The whole
 matrix is minutes: it runs in the slow run (MGRPO_JAX_SLOW=1); the default
 run keeps README's TPU VM form (4 + 4 of 8 devices, closed) against one
 device, and the multi-device closed engines of sampling_shapes_test.py.
 """
 
-import json
 import pathlib
 
 import jax
@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 from mgrpo_jax.runtime.metrics import MetricsWriter
-from trainer_test_utils import by_step, small_closed_set, tiny_config
+from trainer_test_utils import (by_step, run_child, small_closed_set,
+                                tiny_config)
 
 # Layout name -> (model family, config overrides).
 LAYOUTS = {
@@ -127,12 +128,14 @@ def run_layout(shared, layout: str, shapes: str, family: str | None = None):
   family = family or own_family
   key = (family, layout, shapes)
   if key not in shared["runs"]:
-    from mgrpo_jax.train import trainer
+    # Each run its own `python -m mgrpo_jax.main` on 8 CPU devices: in one
+    # process, XLA crashed (SIGSEGV / abort) compiling or caching the tenth
+    # run's MoE learner after nine other layouts, which alone pass.
     name = f"{family}_{layout}_{shapes}"
     config = layout_config(shared, family, overrides, shapes, name)
-    lines = []
-    trainer.run(config, log=lines.append)
-    jax.clear_caches()  # Fifteen runs' programs would pile up in memory.
+    proc, log_file = run_child(config, shared["dir"], name, shared["cache"])
+    assert proc.wait(timeout=900) == 0, log_file.read_text()[-3000:]
+    lines = log_file.read_text().splitlines()
     records = by_step(MetricsWriter.read(pathlib.Path(config.run_dir) /
                                          "all"))
     shared["runs"][key] = (records, lines)

@@ -35,7 +35,12 @@ from trainer_test_utils import (CHILD_CONFIG, ROOT, assert_same_figures,
 pytestmark = pytest.mark.slow
 
 
-def _config(tmp_path: pathlib.Path, name: str, **train):
+def _config(tmp_path: pathlib.Path, name: str, *, shapes: str = "open",
+            sampler_devices: int = 1, file: str | None = None, **train):
+  """The tiny team on a 4-device mesh per agent; `shapes` "closed": the
+  default shapes, a small strict set; `sampler_devices` 0: each process
+  samples on all of its devices of the mesh (4 in one process, 2 in each
+  of two); `file`: the config file's name (default `name`)."""
   config = tiny_config(tmp_path / name, rollout_shards=2, **train)
   # A warm start that plays the protocol at times: rewards differ within
   # groups, so both learners update (19 s of SFT on this CPU).
@@ -43,8 +48,10 @@ def _config(tmp_path: pathlib.Path, name: str, **train):
   config.mesh.share = True
   for agent in ("main", "sub"):
     config.mesh[agent].devices = 4
-    config.mesh[agent].sampler_devices = 1
-  path = tmp_path / f"{name}.py"
+    config.mesh[agent].sampler_devices = sampler_devices
+  if shapes == "closed":
+    small_closed_set(config)
+  path = tmp_path / f"{file or name}.py"
   path.write_text(CHILD_CONFIG.format(text=config.to_json()))
   return config, path
 
@@ -62,8 +69,9 @@ def _assert_same_run(want: dict, got: dict) -> None:
       # The sampler's sub-agent weights of step 1 are the warm start's;
       # later ones (and the published ones) come from an update.
       warm = step == 1 and key == "weights/sub_checksum"
-      if key == "sft/cached" or (key.endswith("_checksum") and not warm):
-        continue
+      if key == "sft/cached" or key.startswith("startup/") or (
+          key.endswith("_checksum") and not warm):
+        continue  # (A process's start-up figures join its first step.)
       assert key in got[step], (step, key)
       if key in EXACT or warm:
         assert got[step][key] == value, (step, key, got[step][key], value)
@@ -106,9 +114,17 @@ def _two(tmp_path, path, name, *flags, expect=0, own_caches=False):
   return results
 
 
-def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
-  one, one_path = _config(tmp_path, "one", steps=2)
-  two, two_path = _config(tmp_path, "two", steps=2)
+@pytest.mark.parametrize("shapes, sampler_devices", [
+    # The default shapes, each process sampling on all of its devices (the
+    # layout that crashed at its first evaluation on closed shapes).
+    ("closed", 0),
+    ("open", 1)])
+def test_a_role_over_two_processes_trains_as_one_process_does(
+    tmp_path, shapes, sampler_devices):
+  one, one_path = _config(tmp_path, "one", steps=2, shapes=shapes,
+                          sampler_devices=sampler_devices)
+  two, two_path = _config(tmp_path, "two", steps=2, shapes=shapes,
+                          sampler_devices=sampler_devices)
   _one(tmp_path, one_path)
   # As on two hosts (a cache each): process 0 has the warm start (the one
   # run's: SFT on 2 devices of a process rounds differently from SFT on 4)
@@ -120,13 +136,15 @@ def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
                  own_caches=True)
   for i, (_, output) in enumerate(results):
     assert f"jax.distributed: process {i} of 2: 2 of 4 devices local" in output
+  samples = r"\1" if sampler_devices == 1 else r"\1, \2"
   for i, (_, output) in enumerate(results):  # Each process's placement
     # (device ids as JAX numbers them: 0, 1 in process 0, 2048, 2049 in 1).
     assert re.search(
         rf"process {i} of 2 \(--role=all\): main on devices \[(\d+), "
-        rf"(\d+)\] of 4, samples on \[\1\]; sub on devices \[\1, \2\] of "
-        rf"4, samples on \[\1\]; rolls out shard\(s\) \[{i}\] of 2 "
-        rf"\(questions {i}-{i} of each step\)", output), output[-3000:]
+        rf"(\d+)\] of 4, samples on \[{samples}\]; sub on devices \[\1, "
+        rf"\2\] of 4, samples on \[{samples}\]; rolls out shard\(s\) "
+        rf"\[{i}\] of 2 \(questions {i}-{i} of each step\)", output), (
+            output[-3000:])
   assert "warm start: reusing" in results[0][1]
   assert "warm start: SFT of a" not in results[1][1]
   assert "process 1: warm start: copied from the store" in results[1][1]
@@ -162,6 +180,35 @@ def test_a_role_over_two_processes_trains_as_one_process_does(tmp_path):
   assert step == 2
   assert weights_checksum(nnx.state(sub)) == (
       got[2]["weights/published_checksum"])
+
+
+def _run(tmp_path, layout: str, path, name: str) -> None:
+  """`path`'s run as one process of 4 devices or two of 2."""
+  if layout == "one":
+    _one(tmp_path, path)
+  else:
+    _two(tmp_path, path, name)
+
+
+@pytest.mark.parametrize("first, then", [("one", "two"), ("two", "one")])
+def test_a_checkpoint_resumes_on_the_other_layout_with_the_same_next_step(
+    tmp_path, first, then):
+  """Step 1 in one layout (1 process x 4 devices, or 2 x 2), step 2
+  resumed from its checkpoints in the other, on the default (closed)
+  shapes: step 2 is the step the first layout makes when it goes on."""
+  kw = dict(shapes="closed", sampler_devices=0)
+  straight, straight_path = _config(tmp_path, "straight", steps=2, **kw)
+  halted, halted_path = _config(tmp_path, "halted", steps=1, **kw)
+  _, resumed_path = _config(tmp_path, "halted", steps=2, file="resumed",
+                            **kw)
+  _run(tmp_path, first, straight_path, "straight")
+  _run(tmp_path, first, halted_path, "halted")
+  _run(tmp_path, then, resumed_path, "resumed")
+  want = by_step(MetricsWriter.read(pathlib.Path(straight.run_dir) / "all"))
+  got = by_step(MetricsWriter.read(pathlib.Path(halted.run_dir) / "all"))
+  assert sorted(got) == sorted(want) == [0, 1, 2]
+  _assert_same_run({2: want[2]}, got)
+  assert "startup/programs" in got[2]  # The resumed process's start-up.
 
 
 def test_a_closed_strict_run_over_two_processes_compiles_every_learner_program_at_start_up(

@@ -383,7 +383,7 @@ def cpu_argv(argv: list[str]) -> list[str]:
     out = "runs/reproduce" if "--out" not in argv else None
     argv = argv + ["--quick"] + (["--out", out] if out else [])
   elif module == "mgrpo_jax.reproduce_pilot":
-    argv = argv + ["--steps", "1", "--settings", "mild_lr1e-3"]
+    argv = argv + ["--steps", "5", "--settings", "mild_lr1e-3"]
   elif module == "pytest":
     # One quick test stands for a run of the suite (the suite itself is
     # what CI runs); the slow run's: a slow one of seconds.

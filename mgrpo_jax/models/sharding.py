@@ -5,6 +5,8 @@ logical axis name to a mesh axis: "fsdp" (data / fully-sharded data
 parallel) or "tp" (tensor parallel). A dimension is sharded only when the mesh
 has that axis and the axis size divides the dimension; otherwise it is
 replicated (e.g. 3 key/value heads on a 2-way tensor-parallel mesh).
+The sampling engine's KV cache follows the same table (`CACHE_AXES`,
+`cache_sharding`): its programs are compiled for that placement.
 """
 
 from __future__ import annotations
