@@ -110,3 +110,28 @@ def test_experts_split_over_the_data_axis_and_an_undivided_axis_is_named():
   notes = sharding.undivided(nnx.split(build.init_model(six, mesh=m))[1], m)
   assert "expert_gate: its experts axis (6) is not divided by the mesh's " \
       "fsdp axis (4), so it is replicated" in notes
+
+
+def test_the_kv_cache_splits_heads_over_tp_when_it_divides_them():
+  import ml_collections
+  from mgrpo_jax.runtime import meshes
+  mesh = meshes.agent_meshes(ml_collections.ConfigDict({
+      "share": True, "main": meshes.agent_config(4, "fsdp:2,tp:2")}))["main"]
+  assert sharding.cache_sharding((2, 8, 4, 64, 16), mesh).spec == (
+      P(None, None, "tp", None, None))
+  # 3 key/value heads on a 2-way tp axis: whole on every device.
+  assert sharding.cache_sharding((2, 8, 3, 64, 16), mesh).spec == (
+      P(None, None, None, None, None))
+
+
+def test_mesh_of_names_the_one_mesh_and_refuses_two():
+  import jax.numpy as jnp
+  x = jnp.zeros(4)
+  assert sharding.mesh_of({"a": x}) is None  # Never placed: JAX's.
+  one = jax.device_put(x, jax.devices()[2])
+  assert sharding.mesh_of({"a": one}).devices.tolist() == [jax.devices()[2]]
+  two = jax.device_put(x, jax.devices()[3])
+  import pytest
+  with pytest.raises(ValueError, match=r"mesh_of: the leaves are on 2 "
+                     r"meshes .*expected one"):
+    sharding.mesh_of({"a": one, "b": two})

@@ -22,8 +22,9 @@ what a row samples.
   shapes.py           each call's padded sizes: open ladders or a closed
                       set compiled at start-up
   sharing.py          conversations; what new ones share, prefilled once
-  steps.py            the jitted steps, compiled once per model structure
-                      and shape (runtime/programs.py)
+  steps.py            the jitted steps, compiled once per model structure,
+                      cache placement and shape (runtime/programs.py)
+  placement.py        the cache and keys on the weights' devices
   precision.py        sampler weight dtypes; log-prob gap to the float32
                       model
   stop_strings.py     rows cut where their text gains a stop string

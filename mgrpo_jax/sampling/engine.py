@@ -37,11 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from mgrpo_jax.models import sharding
 from mgrpo_jax.models.decoder import Decoder, KVCache
 from mgrpo_jax.runtime.programs import layout_of
-from mgrpo_jax.sampling import (generation, precision, prefill, sharing,
-                                steps, stop_strings)
+from mgrpo_jax.sampling import (generation, placement, precision, prefill,
+                                sharing, steps, stop_strings)
 from mgrpo_jax.sampling.sampling_params import SamplingParams
 from mgrpo_jax.sampling.sharing import Conversation
 from mgrpo_jax.sampling.shapes import CASCADE_SLOTS, Shapes
@@ -133,20 +132,14 @@ class Engine:
     self.seconds = {"prefill": 0.0, "copy": 0.0, "decode": 0.0}
     self._dtype = model.dtype
     self._graphdef, state = nnx.split(model)
-    self._param_shapes = _describe(state)
+    self._param_shapes = precision.describe(state)
     self._weights_dtype = precision.weights_dtype_name(weights_dtype)
     cache = KVCache.zeros(self.config, max_conversations, cache_len,
                           cache_dtype or model.dtype)
-    # On the weights' devices, split as models/sharding.py says (and kept
-    # so by every step), with the calls' keys there too: the programs are
-    # compiled for these placements. Weights never placed: JAX places all.
-    mesh = sharding.mesh_of(state)
-    placed = (None if mesh is None
-              else sharding.cache_sharding(cache.k.shape, mesh))
-    self._cache = cache if placed is None else jax.device_put(
-        cache, KVCache(placed, placed))
-    self._key_sharding = None if mesh is None else sharding.replicated(mesh)
-    self._steps = steps.compiled_steps(self._graphdef, placed)
+    self._place = placement.of_weights(state, cache.k.shape)  # Devices.
+    self._cache = self._place.cache(cache)
+    self._steps = steps.compiled_steps(self._graphdef,
+                                       self._place.cache_sharding)
     self._weights = self._steps.split(state, self._weights_dtype)
     self.weights_version = -1  # Set by `update_weights`.
     # Weights and cache keep their layout: the programs' key for them.
@@ -169,7 +162,7 @@ class Engine:
     """
     state = (nnx.split(weights)[1] if isinstance(weights, nnx.Module)
              else weights)
-    if _describe(state) != self._param_shapes:
+    if precision.describe(state) != self._param_shapes:
       raise ValueError("Engine.update_weights: the new weights do not match "
                        "the model's parameter structure, shapes and dtypes.")
     # Placed as the first weights were: the compiled programs expect that.
@@ -192,17 +185,14 @@ class Engine:
     calls = steps.example_calls(
         self.shapes.programs(), self.config, self._dtype, self.chunk_steps,
         self._weights, self._cache, stop_ids,
-        self._placed(jax.random.key(0) if key is None else key))
+        self._place.key(jax.random.key(0) if key is None else key))
     return self._steps.precompile(calls, self._layout, threads)
 
   @property
   def trace_counts(self) -> dict[str, int]:
-    """Traces (= compilations) of each jitted step so far.
-
-    The jitted steps are shared by every engine whose model has the same
-    structure (graphdef) and whose cache is placed alike, so these counts
-    are too.
-    """
+    """Traces (= compilations) of each jitted step so far: shared by every
+    engine of the same model structure and cache placement, as the steps
+    are."""
     return dict(self._steps.traces)
 
   # ---------------------------------------------------------- conversations
@@ -384,7 +374,7 @@ class Engine:
            np.int32(convs[live[0]].row), last, position, count,
            padded(budget, 0), np.arange(bp) >= len(live),
            padded(np.arange(b), 0), sampling,
-           self._placed(jax.random.fold_in(key, chunk))),
+           self._place.key(jax.random.fold_in(key, chunk))),
           strict=self.strict_shapes, layout=self._layout)
       toks, lps, new_count, new_done = (
           np.asarray(out.tokens_BxN), np.asarray(out.logprobs_BxN),
@@ -421,12 +411,6 @@ class Engine:
     return jnp.dtype(self._weights.embed.dtype).name
 
   # ---------------------------------------------------------------- helpers
-
-  def _placed(self, key: jax.Array) -> jax.Array:
-    """A PRNG key on this engine's devices, as its programs take keys."""
-    if self._key_sharding is None:
-      return key
-    return jax.device_put(key, self._key_sharding)
 
   def _get(self, conv_id: int) -> Conversation:
     if conv_id not in self._conversations:
@@ -489,7 +473,8 @@ class Engine:
         (self.config, self._dtype, window, self._weights, self._cache,
          np.array(rows, np.int32), tokens_BxT, np.array(start, np.int32),
          np.array(length, np.int32), np.array(sources + fill, np.int32),
-         np.array(list(draws) + fill, np.int32), sampling, self._placed(key)),
+         np.array(list(draws) + fill, np.int32), sampling,
+         self._place.key(key)),
         strict=self.strict_shapes, layout=self._layout)
     first, first_lp = np.asarray(first)[:m], np.asarray(first_lp)[:m]
     self.seconds["prefill"] += time.perf_counter() - begin
@@ -511,8 +496,3 @@ class Engine:
          np.array([c.row for c in targets] + pad, np.int32)),
         strict=self.strict_shapes, layout=self._layout))
     self.seconds["copy"] += time.perf_counter() - start
-
-def _describe(state: nnx.State) -> tuple[Any, list[tuple[Any, Any]]]:
-  """Tree structure and leaf (shape, dtype) of a model state."""
-  leaves = [(jnp.shape(x), jnp.result_type(x)) for x in jax.tree.leaves(state)]
-  return jax.tree.structure(state), leaves

@@ -18,7 +18,7 @@ the engine recorded for the same tokens.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -85,3 +85,11 @@ def _scores(graphdef: nnx.GraphDef, state: nnx.State, tokens_BxT: jax.Array,
   logp_BxTxV = jax.nn.log_softmax(logits_BxTxV / temperature, axis=-1)
   return jnp.take_along_axis(logp_BxTxV, tokens_BxT[:, 1:, None],
                              axis=-1)[..., 0]
+
+
+def describe(state: Any) -> tuple[Any, list[tuple[Any, Any]]]:
+  """Tree structure and leaf (shape, dtype) of a model state: what new
+  weights must match to replace a sampler's (`Engine.update_weights`)."""
+  leaves = [(jnp.shape(x), jnp.result_type(x))
+            for x in jax.tree.leaves(state)]
+  return jax.tree.structure(state), leaves
