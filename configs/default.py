@@ -70,6 +70,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.sft.lazy_report = 0.0  # Share of sub-agent hops demonstrated without the visit: the report comes from the cut-short search snippet, so it is mostly "unknown" (a sub-agent M-GRPO must teach to read the page; configs/reproduce.py).
   config.sft.questions = 250  # Train questions the oracle demonstrates (the first ones).
   config.sft.cache = True  # Reuse the warm start of an earlier run with the same settings (train/warm_start.py).
+  config.sft.worlds = 0  # Demonstrate this many other worlds instead of the run's own train questions (data/demo_worlds.py): no fact the run trains or tests on is in the warm start, so it must be read (0: the run's own questions, whose facts the model can memorise).
+  config.sft.world_seed = 1000000  # Seed of the first demonstration world (run seed s uses world_seed + s * worlds + i): far from every world.seed a suite uses.
   config.sft.demonstrations = "oracle"  # Who writes them: "oracle" (plays the synthetic world's relations), "gold" (any data: each record's decomposition, e.g. MuSiQue's, or supporting pages, e.g. HotpotQA's) or the path of a JSONL of conversations (agents/demo_file.py).
 
   config.data = ml_collections.ConfigDict()  # Where the questions come from (train/data.py).
@@ -120,6 +122,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 64  # Validation questions evaluated.
   config.train.eval_samples = 2  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
+  config.train.counterfactual_questions = 0  # The reader's check (data/counterfactual.py): also greedy on this many validation questions over pages whose last-hop fact was changed (eval/counterfactual_follows: answers that follow the page; _recalls: that give the old answer; 0: none).
   config.train.test_questions = 0  # Also greedy on this many held-out test questions at each evaluation (test/*: logged, never used for a choice; 0: none).
 
   config.learner = ml_collections.ConfigDict()

@@ -42,6 +42,8 @@ class ProtocolError(ValueError):
 # Fields added to sections the protocol keyed, with the value that
 # reproduces the registered runs: (dotted section, field, value).
 ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
+                ("sft", "worlds", 0), ("sft", "world_seed", 1000000),
+                ("train", "counterfactual_questions", 0),
                 ("train", "rollout_shards", 0),
                 *((f"learner.{agent}", "remat", False)
                   for agent in ("main", "sub", "verifier")),

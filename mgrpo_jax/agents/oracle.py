@@ -108,10 +108,14 @@ class Knowledge:
   names, visits the hit titled so); `gold=True` plays any data from what its
   records carry (`gold_steps`): searches the delegated sub-question, visits
   the step's supporting page when the search found it, else reports
-  "unknown" (`misses` counts those)."""
+  "unknown" (`misses` counts those). `reads=True`: a step's answer is what
+  the visited page states, when it states one (a scripted reader; default:
+  the gold answer, what a model that memorised the world would say)."""
 
-  def __init__(self, taskset: TaskSet, *, gold: bool = False):
+  def __init__(self, taskset: TaskSet, *, gold: bool = False,
+               reads: bool = False):
     self.gold = gold
+    self.reads = reads
     self.tasks: dict[str, Task] = {t.question: t for t in taskset.tasks}
     self.plans: dict[str, tuple[SubQuestion, ...]] = {}
     self.steps: dict[str, SubQuestion] = {}
@@ -174,13 +178,16 @@ class Knowledge:
     return pool[int(rng.integers(len(pool)))] if pool else f"Not {name}"
 
   def answer(self, task_text: str, page: str | None) -> str | None:
-    """The gold answer of a sub-question; else what the page states."""
+    """The gold answer of a sub-question; else what the page states (with
+    `reads`, what the page states first)."""
+    parsed = parse_step(task_text)
+    stated = (read_fact(*parsed, page)
+              if parsed is not None and page is not None else None)
+    if self.reads and stated is not None:
+      return stated
     if task_text in self.steps:
       return self.steps[task_text].answer
-    parsed = parse_step(task_text)
-    if parsed is None or page is None:
-      return None
-    return read_fact(*parsed, page)
+    return stated
 
 
 def step_texts(steps: Sequence[SubQuestion], answers: Sequence[str]

@@ -110,6 +110,12 @@ def tokenizer_texts(world: World) -> list[str]:
   return world_texts(world) + protocol_texts() * PROTOCOL_REPEAT
 
 
+def with_protocol(texts: Sequence[str]) -> list[str]:
+  """`texts` and the protocol texts, `PROTOCOL_REPEAT` times: what the tiny
+  tokenizer of data from files (or of demonstration worlds) learns from."""
+  return list(texts) + protocol_texts() * PROTOCOL_REPEAT
+
+
 def tokenizer_key(world_config: WorldConfig, vocab_size: int) -> str:
   """Changes with the world, the vocabulary, the prompts and the version."""
   blob = json.dumps({"world": dataclasses.asdict(world_config),
@@ -156,7 +162,7 @@ def tiny_team_assets(world_config: WorldConfig | None, *,
                                  cache_dir=cache_dir, texts=texts)
   if not (directory / "tokenizer.json").is_file():
     corpus = (tokenizer_texts(generate_world(world_config)) if texts is None
-              else list(texts) + protocol_texts() * PROTOCOL_REPEAT)
+              else with_protocol(texts))
     tokenizer = train_tokenizer(corpus, vocab_size)
     write_entry(directory, tokenizer.save,
                 is_complete=lambda d: (d / "tokenizer.json").is_file())

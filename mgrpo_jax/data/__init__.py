@@ -4,6 +4,11 @@
   world.py           the seeded synthetic multi-hop world
   facts.py           the world's relations read back from text (questions,
                      pages)
+  demo_worlds.py     other worlds for the warm start: no fact of the run's
+                     own world is demonstrated
+  novelty.py         which questions' facts the demonstrations never showed
+  counterfactual.py  the world with last-hop facts changed (the reader's
+                     check)
   world_builder.py   the world as tfds array_record, read with
                      tfds.data_source
   readers.py         GAIA, WebWalkerQA, XBench-DeepSearch, HotpotQA, MuSiQue

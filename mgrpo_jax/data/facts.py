@@ -44,3 +44,18 @@ def entity_of(task_text: str) -> str:
   """The entity a one-hop question names (the whole text if none)."""
   parsed = parse_step(task_text)
   return parsed[1] if parsed else task_text
+
+
+def hop_facts(sub_questions) -> tuple[str, ...] | None:
+  """The sentences that state each hop's answer on its page, in the
+  world's own words ("Nuko Besho works for Tavi Labs."), for a task's gold
+  decomposition; None when a hop is not one of the world's relations (a
+  file's decomposition: no sentence to look for)."""
+  facts = []
+  for step in sub_questions:
+    parsed = parse_step(step.question)
+    if parsed is None:
+      return None
+    relation, entity = parsed
+    facts.append(relation.fact.format(s=entity, t=step.answer))
+  return tuple(facts) or None

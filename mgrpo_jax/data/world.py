@@ -285,7 +285,8 @@ def _page(entity: Entity, entities: tuple[Entity, ...],
   return Document(entity.doc_id, entity.name, " ".join(sentences))
 
 
-def _documents(entities: tuple[Entity, ...]) -> tuple[Document, ...]:
+def documents_of(entities: tuple[Entity, ...]) -> tuple[Document, ...]:
+  """Every entity's page, in entity order (back-links included)."""
   incoming: list[list[tuple[str, int]]] = [[] for _ in entities]
   for entity in entities:
     for relation, target in entity.links.items():
@@ -312,8 +313,10 @@ def _chains(entities: tuple[Entity, ...], max_hops: int
   return by_hops
 
 
-def _task(task_id: str, path: tuple[int, ...], relation_ids: tuple[int, ...],
+def task_of(task_id: str, path: tuple[int, ...], relation_ids: tuple[int, ...],
           entities: tuple[Entity, ...]) -> Task:
+  """The question that follows `relation_ids` along `path` (entity
+  indices), with its decomposition and gold answer."""
   relations = [RELATIONS[i] for i in relation_ids]
   hops = len(relations)
   subject = entities[path[0]].name
@@ -352,7 +355,7 @@ def _questions(config: WorldConfig, entities: tuple[Entity, ...], split: str,
       asked[hops - 1].add(free[j])
       picked.append(chains[hops - 1][free[j]])
   order = rng.permutation(count)
-  return tuple(_task(f"{SOURCE}-{split}-{i:05d}", *picked[j], entities)
+  return tuple(task_of(f"{SOURCE}-{split}-{i:05d}", *picked[j], entities)
                for i, j in enumerate(order))
 
 
@@ -362,7 +365,7 @@ def generate_world(config: WorldConfig = WorldConfig()) -> World:
     raise TypeError(f"generate_world: config must be a WorldConfig; got "
                     f"{type(config).__name__}.")
   entities = _entities(config)
-  documents = _documents(entities)
+  documents = documents_of(entities)
   chains = _chains(entities, config.max_hops)
   asked: list[set[int]] = [set() for _ in chains]
   splits = {}

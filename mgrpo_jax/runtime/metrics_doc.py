@@ -112,6 +112,24 @@ METRICS_DOC: dict[str, str] = {
     "eval/sub_report_accuracy": "Greedy sub-agent reports whose answer is "
                                 "the true answer of the delegated one-hop "
                                 "question (agents/diagnostics.py).",
+    "main/novel_accuracy": "main/accuracy over the step's questions whose "
+                           "facts no warm-start demonstration stated "
+                           "(train/reading.py; all of them with "
+                           "sft.worlds > 0).",
+    "eval/novel_accuracy": "Greedy validation accuracy over the questions "
+                           "whose facts no warm-start demonstration stated "
+                           "(novel-fact accuracy: what a team that reads "
+                           "scores and one that recalls does not).",
+    "eval/novel_share": "Share of the validation questions that are novel.",
+    "eval/counterfactual_follows": "With train.counterfactual_questions > 0: "
+                                   "greedy answers, over pages whose "
+                                   "last-hop fact was changed, that give "
+                                   "the page's new answer (a reader's).",
+    "eval/counterfactual_recalls": "The same answers that give the old "
+                                   "answer (a memoriser's).",
+    "eval/counterfactual_questions": "Validation questions whose answer the "
+                                     "change moved (what the two shares "
+                                     "are over).",
     "eval/sub_visit_rate": "Greedy sub-agent conversations that visited a "
                            "page.",
     "eval/sub_searches_per_report": "Searches per greedy sub-agent "

@@ -9,6 +9,7 @@ and the M-GRPO trainer (the only package that holds optimizers).
   sft.py          supervised warm start (next-token loss on demonstrations)
   warm_start.py   the team's cached warm start
   evaluator.py    the one evaluator: roll out, score, figures
+  reading.py      novel-fact accuracy and the counterfactual check
   data.py         the train questions (fixed order per epoch), validation,
                   test
   outcomes.py     per-question results of every evaluation (outcomes.jsonl)

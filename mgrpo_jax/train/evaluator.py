@@ -33,6 +33,7 @@ from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
 from mgrpo_jax.agents.rollout import RolloutController
 from mgrpo_jax.agents.trajectory import Rollout
 from mgrpo_jax.core.rewards import reward_weights
+from mgrpo_jax.data.novelty import Novelty
 from mgrpo_jax.data.task import Task
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.train.shards import ONE, Shards
@@ -111,7 +112,8 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
              prefix: str = "eval",
              weights: Mapping[str, float] | None = None,
              outcomes: dict[str, int] | None = None,
-             shards: Shards = ONE) -> dict[str, float]:
+             shards: Shards = ONE,
+             novelty: Novelty | None = None) -> dict[str, float]:
   """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
   question (accuracy, format, sub_calls; with a `grader`, the per-agent
   diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
@@ -120,7 +122,9 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   The keys are the same at every evaluation, so two evaluations differ only
   through the weights; `time/<prefix>` is the seconds taken. A dict given
   as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
-  that question was right (for question-level paired tests).
+  that question was right (for question-level paired tests). With a
+  `novelty` (data/novelty.py): novel_accuracy, over the questions whose
+  facts the warm start never demonstrated, and their share, novel_share.
 
   `shards`: the questions split into S consecutive ranges, each evaluated
   on its own (sampled ones with `shards.key`), as the rollouts of a step
@@ -145,6 +149,10 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
                              for r in row)})
     right.update({t.task_id: int(c) for t, c in zip(
         part, scores.main_correct[:, 0])})
+    if novelty is not None:
+      novel = novelty.mask(part)
+      sums.update({"novel": int(novel.sum()), "novel_correct": int(
+          scores.main_correct[novel, 0].sum())})
     if grader is not None:
       sums.update({f"diagnostic/{k}": v for k, v in diagnostic_counts(
           greedy_run.rollouts, part, grader).items()})
@@ -164,6 +172,10 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   n = max(sums["questions"], 1)
   out = {"accuracy": sums["correct"] / n, "format": sums["format"] / n,
          "sub_calls": sums["subs"] / n}
+  if sums["novel"]:
+    out["novel_accuracy"] = sums["novel_correct"] / sums["novel"]
+  if novelty is not None:
+    out["novel_share"] = sums["novel"] / n
   if grader is not None:
     out.update(diagnostic_figures({k[len("diagnostic/"):]: v
                                    for k, v in sums.items()

@@ -119,6 +119,9 @@ def _train(config) -> None:
   integer(config, "train.eval_samples", minimum=0)
   integer(config, "train.rollout_shards", minimum=0)
   choice(config, "train.staleness", STALENESS)
+  if "counterfactual_questions" in config.train:
+    integer(config, "train.counterfactual_questions", minimum=0,
+            maximum=get(config, "train.eval_questions"))
 
 
 def _learner(config, agent: str) -> None:
@@ -341,6 +344,20 @@ def _sft(config) -> None:
   number(config, "sft.early_answer", minimum=0.0, maximum=1.0)
   number(config, "sft.lazy_report", minimum=0.0, maximum=1.0)
   boolean(config, "sft.cache")
+  if "worlds" in config.sft:
+    worlds = integer(config, "sft.worlds", minimum=0,
+                     maximum=get(config, "sft.questions"))
+    integer(config, "sft.world_seed", minimum=0)
+    if worlds and demonstration_source(config) != "oracle":
+      fail("sft.worlds", worlds, "0 with config.sft.demonstrations="
+           f"{demonstration_source(config)!r} (the demonstration worlds are "
+           "played by the synthetic world's oracle: "
+           "sft.demonstrations='oracle')")
+    if worlds and "data" in config and get(config, "data.train") != (
+        world.SOURCE):
+      fail("sft.worlds", worlds, "0 with data from files (the demonstration "
+           "worlds are generated worlds: they teach the protocol of the "
+           "generated world's questions)")
 
 
 def _store(config) -> None:

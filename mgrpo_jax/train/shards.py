@@ -124,7 +124,7 @@ def gather_scores(name: str, scores: Scores) -> Scores:
 
 
 def rollout_step(controller, tasks, group_size, key, weights, *,
-                 plan: Shards | None = None):
+                 plan: Shards | None = None, novel=None):
   """Rolls out and scores this process's shards of the step's `tasks`
   (train/shards.py; default: one shard, all of them), one after another
   (train/evaluator.py); returns (its rollouts, its scores, the whole
@@ -153,6 +153,9 @@ def rollout_step(controller, tasks, group_size, key, weights, *,
       "time/rollout": f["seconds"],
       "rollout/tokens_per_second": f["tokens_per_second"],
   }
+  if novel is not None and np.any(novel):
+    metrics["main/novel_accuracy"] = float(
+        step_scores.main_correct[np.asarray(novel)].mean())
   if "sub_reward" in f:
     metrics["sub/reward"] = f["sub_reward"]
     metrics["sub/format"] = f["sub_format"]

@@ -58,6 +58,7 @@ from mgrpo_jax.train.learner import Learner, LearnerConfig
 from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
+from mgrpo_jax.train.reading import reading_of
 from mgrpo_jax.train.warm_start import check_demonstrations
 
 
@@ -184,6 +185,7 @@ class Side:
           main_model=samplers["main"], main_tokenizer=self.tok,
           sub_models={k: samplers[k] for k in self.kinds},
           runtime=config.runtime)
+      self.reading = reading_of(config, self.data, self.controller, self.tok)
     self.weights = weights_of(config.reward.to_dict())
     undecomposed = [t for t in self.data.train if not t.sub_questions]
     if self.weights.get("v_exp") and undecomposed:
@@ -320,7 +322,7 @@ class Side:
     tasks = self.data.batch(step, c.questions_per_step)
     rollouts, scores, step_scores, rollout_metrics = shards_lib.rollout_step(
         self.controller, tasks, c.group_size, jax.random.fold_in(key, 0),
-        self.weights, plan=self.shards)
+        self.weights, plan=self.shards, novel=self.reading.mask(tasks))
     metrics.update(rollout_metrics)
     if hasattr(self.data.backend, "figures"):  # The web backend's counts.
       metrics.update(self.data.backend.figures())
@@ -443,11 +445,13 @@ class Side:
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
                    weights=self.weights, outcomes=outcomes["validation"],
-                   shards=shards)
+                   shards=shards, novelty=self.reading.novelty)
     if self.data.test:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
                           prefix="test", weights=self.weights,
-                          outcomes=outcomes["test"], shards=shards))
+                          outcomes=outcomes["test"], shards=shards,
+                          novelty=self.reading.novelty))
+    out.update(self.reading.evaluate(self.weights, shards))
     if processes.primary():
       write_outcomes(f"{absolute(self.config.run_dir)}/{self.role}", step,
                      outcomes)

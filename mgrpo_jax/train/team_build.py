@@ -66,9 +66,12 @@ def _build_models(config, meshes, data: Data, names: Sequence[str], *,
     from mgrpo_jax.agents import tiny_team
     # The generated world's tokenizer is keyed by the world's config; data
     # from files teach it their own pages and train questions.
+    from mgrpo_jax.train.warm_start import tokenizer_texts
     world, texts = WorldConfig(**config.world.to_dict()), None
     if not is_synthetic(config):
       world, texts = None, tiny_team.data_texts(data.documents, data.train)
+    elif config.sft.get("worlds", 0):  # The demonstration worlds'.
+      world, texts = None, tokenizer_texts(config)
     tok, model_config = tiny_team.tiny_team_assets(
         world, texts=texts, vocab_size=config.model.vocab_size,
         hidden_size=config.model.hidden_size,

@@ -28,10 +28,12 @@ import ml_collections
 
 from mgrpo_jax.agents.team import KINDS
 from mgrpo_jax.agents.oracle import gold_steps
+from mgrpo_jax.data import demo_worlds
 from mgrpo_jax.data.corpus import Document
+from mgrpo_jax.data.novelty import NOBODY, Novelty
 from mgrpo_jax.data.records import DataError
 from mgrpo_jax.data.task import Task, TaskSet
-from mgrpo_jax.data.world import WorldConfig
+from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.models.build import init_model
 from mgrpo_jax.models.config import ModelConfig
 from mgrpo_jax.models.hf_checkpoint import save_hf_checkpoint
@@ -58,6 +60,8 @@ SFT_LEARNER_FIELDS = ("weight_decay", "clip_norm", "b1", "b2")
 ORACLE = "oracle"  # The synthetic world's oracle (agents/oracle.py).
 GOLD = "gold"  # What the data's records carry (oracle.gold_steps).
 DEMONSTRATIONS = (ORACLE, GOLD)
+# config.sft's fields of the demonstration worlds (data/demo_worlds.py).
+WORLDS_FIELDS = ("worlds", "world_seed")
 
 
 def demonstration_source(config: ml_collections.ConfigDict) -> str:
@@ -72,6 +76,17 @@ def check_demonstrations(config: ml_collections.ConfigDict,
   (the first sft.questions) carries what config.sft.demonstrations needs,
   else a DataError naming the question, the field and the way out."""
   if not config.sft.steps:
+    return
+  if config.sft.get("worlds", 0):
+    world = generate_world(WorldConfig(**config.world.to_dict()))
+    try:
+      demo_worlds.check_disjoint(
+          world, demonstrated_tasksets(config, TaskSet("sft", ())),
+          setting=(f"config.sft.worlds={config.sft.worlds}, "
+                   f"sft.world_seed={config.sft.world_seed}, "
+                   f"world.seed={config.world.seed}, seed={config.seed}"))
+    except demo_worlds.LeakError as e:
+      raise DataError(str(e)) from None
     return
   source = demonstration_source(config)
   if source not in DEMONSTRATIONS:  # A file: read and checked now.
@@ -102,6 +117,11 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
   """Changes with anything the warm-started weights depend on."""
   sft_section = {k: v for k, v in config.sft.to_dict().items()
                  if k != "cache"}
+  # Demonstrating the run's own questions is what every entry before the
+  # demonstration worlds was keyed on.
+  if not sft_section.get("worlds"):
+    for field in WORLDS_FIELDS:
+      sft_section.pop(field, None)
   # The oracle's demonstrations are what every entry before the field was
   # keyed on: left out, those entries stay valid.
   if sft_section.get("demonstrations") == ORACLE:
@@ -155,6 +175,87 @@ def warm_start_dir(config: ml_collections.ConfigDict) -> pathlib.Path:
   return cache_root() / CACHE_DIR / warm_start_key(config)
 
 
+def demonstrated_tasksets(config: ml_collections.ConfigDict,
+                          taskset: TaskSet) -> list[TaskSet]:
+  """What the oracle plays: `taskset` (the run's first sft.questions train
+  questions), or with sft.worlds > 0 that many questions of the
+  demonstration worlds (data/demo_worlds.py), one TaskSet per world."""
+  worlds = config.sft.get("worlds", 0)
+  if not worlds:
+    return [taskset]
+  return demo_worlds.tasksets(demonstration_world_configs(config),
+                              config.sft.questions)
+
+
+def demonstration_world_configs(config: ml_collections.ConfigDict
+                                ) -> list[WorldConfig]:
+  """The demonstration worlds of a run with sft.worlds > 0."""
+  return demo_worlds.world_configs(
+      WorldConfig(**config.world.to_dict()), worlds=config.sft.worlds,
+      questions=config.sft.questions, first_seed=config.sft.world_seed,
+      run_seed=config.seed)
+
+
+def demonstration_trajectories(config: ml_collections.ConfigDict,
+                               taskset: TaskSet, tokenizer: Tokenizer,
+                               agents: ml_collections.ConfigDict
+                               ) -> tuple[list, str, int]:
+  """(the warm start's trajectories, what they are in words, gold steps
+  whose page the search missed). Deterministic: the same config gives the
+  same trajectories (data/novelty.py replays them)."""
+  # The oracle demonstrates the "sub" kind; every kind starts from the
+  # model that learned it (a kind's own protocol is the same: tools, report).
+  agents = ml_collections.ConfigDict(agents.to_dict())
+  agents.sub_kinds = ("sub",)
+  source = demonstration_source(config)
+  if source not in DEMONSTRATIONS:
+    demos = demo_file.render(demo_file.read_conversations(source, agents),
+                             tokenizer, agents)
+    return demos, f"conversations of {source}", 0
+  demos, misses = [], 0
+  played = demonstrated_tasksets(config, taskset)
+  for i, tasks in enumerate(played):
+    knowledge = demonstrations.Knowledge(tasks, gold=source == GOLD)
+    demos += demonstrations.demonstrations(
+        tasks, tokenizer, layout=agents.layout, noise=config.sft.noise,
+        early_answer=config.sft.early_answer,
+        lazy_report=config.sft.lazy_report, seed=config.seed + i,
+        agents=agents, knowledge=knowledge)
+    misses += knowledge.misses
+  questions = sum(len(t.tasks) for t in played)
+  what = (f"{source} trajectories of {questions} questions"
+          + (f" of {len(played)} demonstration worlds (none of the run's)"
+             if config.sft.get("worlds", 0) else "")
+          + (f" ({misses} sub-agent searches did not find their "
+             "supporting page: those reports say 'unknown')"
+             if misses else ""))
+  return demos, what, misses
+
+
+def tokenizer_texts(config: ml_collections.ConfigDict) -> list[str] | None:
+  """What the tiny tokenizer learns from, with sft.worlds > 0: the
+  demonstration worlds' pages and questions (the run's world stays unseen,
+  as new to the tokenizer as to the model); None: the run's own world."""
+  if not config.sft.get("worlds", 0) or not config.sft.steps:
+    return None
+  return [text for tasks in demo_worlds.tasksets(
+      demonstration_world_configs(config), config.sft.questions)
+          for text in tiny.data_texts(tasks.documents, tasks.tasks)]
+
+
+def novelty(config: ml_collections.ConfigDict, taskset: TaskSet,
+            tokenizer: Tokenizer, agents: ml_collections.ConfigDict
+            ) -> Novelty:
+  """Which questions' facts the warm start never showed (data/novelty.py):
+  its demonstrations replayed (they take about a second), nothing
+  demonstrated without SFT."""
+  if not config.sft.steps:
+    return NOBODY
+  demos, _, _ = demonstration_trajectories(config, taskset, tokenizer,
+                                           agents)
+  return Novelty.of_trajectories(demos, tokenizer)
+
+
 def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
                  tokenizer: Tokenizer, model_config: ModelConfig,
                  agents: ml_collections.ConfigDict, *,
@@ -175,24 +276,8 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   layout = agents.layout
   # The oracle demonstrates the "sub" kind; every kind starts from the
   # model that learned it (a kind's own protocol is the same: tools, report).
-  agents = ml_collections.ConfigDict(agents.to_dict())
-  agents.sub_kinds = ("sub",)
-  source = demonstration_source(config)
-  if source in DEMONSTRATIONS:
-    knowledge = demonstrations.Knowledge(taskset, gold=source == GOLD)
-    demos = demonstrations.demonstrations(
-        taskset, tokenizer, layout=layout, noise=config.sft.noise,
-        early_answer=config.sft.early_answer,
-        lazy_report=config.sft.lazy_report, seed=config.seed, agents=agents,
-        knowledge=knowledge)
-    what = (f"{source} trajectories of {len(taskset.tasks)} questions"
-            + (f" ({knowledge.misses} sub-agent searches did not find their "
-               "supporting page: those reports say 'unknown')"
-               if knowledge.misses else ""))
-  else:
-    demos = demo_file.render(demo_file.read_conversations(source, agents),
-                             tokenizer, agents)
-    what = f"conversations of {source}"
+  demos, what, misses = demonstration_trajectories(config, taskset,
+                                                   tokenizer, agents)
   log(f"warm start: SFT of a {model_config.num_params / 1e6:.2f}M-parameter "
       f"model on {len(demos)} {what}, {config.sft.steps} steps")
 
@@ -205,8 +290,7 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
            else init_model(model_config, seed=config.seed))
   # Sequences as long as the agents' longest context (a pretrained model's
   # positions reach further than any conversation).
-  longest = max(agents[name].context_tokens
-                for name in ("main", *agents.sub_kinds))
+  longest = max(agents[name].context_tokens for name in ("main", "sub"))
   model, losses = sft.warm_start(
       model, demos, steps=config.sft.steps,
       batch_size=config.sft.batch_size, seed=config.seed,
@@ -218,8 +302,8 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
              "sft/loss_first": float(losses[0]),
              "sft/loss_last": float(losses[-1]),
              "time/sft": time.perf_counter() - start}
-  if source == GOLD:
-    figures["sft/gold_misses"] = float(knowledge.misses)
+  if demonstration_source(config) == GOLD:
+    figures["sft/gold_misses"] = float(misses)
   _save(model, tokenizer, figures, directory)
   return directory, {**figures, "sft/cached": 0.0}
 
