@@ -35,7 +35,7 @@ def figures(taskset, tok, **kwargs):
 def test_a_perfect_team(taskset, tok):
   out = figures(taskset, tok)
   assert out["sub_report_accuracy"] == 1.0 and out["sub_gradeable"] == 1.0
-  assert out["sub_visit_rate"] == 1.0
+  assert out["sub_visit_rate"] == 1.0 and out["sub_read_accuracy"] == 1.0
   assert out["sub_searches_per_report"] == 1.0
   assert out["visits_per_hop"] == 1.0
   assert out["main_delegations_hop1"] == 1.0
@@ -45,6 +45,7 @@ def test_a_perfect_team(taskset, tok):
 def test_each_weakness_shows_in_its_own_agent(taskset, tok):
   lazy = figures(taskset, tok, lazy_report=1.0)
   assert lazy["sub_visit_rate"] == 0.0 and lazy["visits_per_hop"] == 0.0
+  assert "sub_read_accuracy" not in lazy  # No report came from a page.
   assert lazy["sub_report_accuracy"] < 0.5  # Only what snippets state.
   assert lazy["main_delegations_hop2"] == 2.0  # The planner is unchanged.
   early = figures(taskset, tok, early_answer=1.0)

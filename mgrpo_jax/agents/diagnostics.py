@@ -13,6 +13,9 @@ world's pages, and says what each agent did, separately:
                            world about an entity that has a page, or a gold
                            sub-question (the rest, a planner's garbled or
                            own wording, cannot be graded)
+  sub_read_accuracy        sub_report_accuracy over the gradeable
+                           delegations whose conversation visited a page
+                           (what the sub-agent makes of a page it read)
   sub_visit_rate           sub-agent conversations that visited a page
   sub_searches_per_report  searches per sub-agent conversation that reported
   visits_per_hop           page visits by any agent per hop the questions
@@ -109,7 +112,11 @@ def diagnostic_counts(rollouts: Sequence[Sequence[Rollout]],
         if correct is not None:
           counts["gradeable"] += 1
           counts["right"] += int(correct)
-        counts["visited"] += int(_tool_count(sub, "visit") > 0)
+        visited = _tool_count(sub, "visit") > 0
+        counts["visited"] += int(visited)
+        if correct is not None and visited:
+          counts["visited_gradeable"] += 1
+          counts["visited_right"] += int(correct)
         if sub.answer is not None:
           counts["reported"] += 1
           counts["searches"] += _tool_count(sub, "search")
@@ -129,6 +136,8 @@ def diagnostic_figures(counts: dict[str, int]) -> dict[str, float]:
     out["sub_gradeable"] = c["gradeable"] / c["subs"]
     if c["gradeable"]:
       out["sub_report_accuracy"] = c["right"] / c["gradeable"]
+    if c["visited_gradeable"]:
+      out["sub_read_accuracy"] = c["visited_right"] / c["visited_gradeable"]
     out["sub_visit_rate"] = c["visited"] / c["subs"]
     if c["reported"]:
       out["sub_searches_per_report"] = c["searches"] / c["reported"]

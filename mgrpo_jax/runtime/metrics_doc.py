@@ -130,6 +130,9 @@ METRICS_DOC: dict[str, str] = {
     "eval/counterfactual_questions": "Validation questions whose answer the "
                                      "change moved (what the two shares "
                                      "are over).",
+    "eval/sub_read_accuracy": "eval/sub_report_accuracy over the "
+                              "delegations whose sub-agent visited a page "
+                              "(what it makes of a page it read).",
     "eval/sub_visit_rate": "Greedy sub-agent conversations that visited a "
                            "page.",
     "eval/sub_searches_per_report": "Searches per greedy sub-agent "

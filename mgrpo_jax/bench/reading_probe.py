@@ -1,0 +1,137 @@
+"""Can a tiny team read? The capacity probe of configs/reading.py.
+
+  python -m mgrpo_jax.bench.reading_probe [--sizes 128x2,256x4,384x6]
+      [--out launch/results/reading_probe] [--config configs/reading.py]
+      [--steps 1]
+
+For each model size (hidden_size x num_layers) it runs the testbed's warm
+start (demonstrations of other worlds only, cached) and `--steps` M-GRPO
+steps, each in its own `python -m mgrpo_jax.main` process, and reports at
+step 0 (the warm start) on validation: the sub-agent's report accuracy
+(eval/sub_report_accuracy), the same given it visited a page
+(eval/sub_read_accuracy: the probe's figure, every fact novel), its visit
+rate, the team's accuracy and the reader's check, with the warm start's
+and a step's CPU seconds. A size already measured (its run's
+result.json) is kept: a killed probe resumes by the same command.
+OUT/probe.json and OUT/probe.md hold the table and the CPU model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+from mgrpo_jax.bench.common import machine, write_output
+from mgrpo_jax.runtime.metrics import MetricsWriter
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIGURES = ("eval/sub_read_accuracy", "eval/sub_report_accuracy",
+           "eval/sub_visit_rate", "eval/sub_gradeable", "eval/accuracy",
+           "eval/main_delegations_hop2", "eval/counterfactual_follows",
+           "eval/counterfactual_recalls", "eval/counterfactual_questions")
+TARGET = 0.80  # Report accuracy on novel facts from the visited page.
+
+
+def size_of(text: str) -> tuple[int, int]:
+  try:
+    hidden, layers = (int(x) for x in text.split("x"))
+  except ValueError:
+    raise SystemExit(f"--sizes: {text!r}: expected HIDDENxLAYERS, e.g. "
+                     "256x4") from None
+  if hidden < 4 or hidden % 4 or layers < 1:
+    raise SystemExit(f"--sizes: {text!r}: expected a hidden size that is a "
+                     "multiple of 4 (the heads) and at least one layer")
+  return hidden, layers
+
+
+def run_size(config: str, out: pathlib.Path, hidden: int, layers: int,
+             steps: int) -> dict:
+  name = f"{hidden}x{layers}"
+  run_dir = out / "runs" / name
+  done = run_dir / "result.json"
+  if done.is_file():
+    return json.loads(done.read_text())
+  command = [sys.executable, "-m", "mgrpo_jax.main", "--config", config,
+             f"--config.run_dir={run_dir}",
+             f"--config.model.hidden_size={hidden}",
+             f"--config.model.num_layers={layers}",
+             f"--config.train.steps={steps}",
+             f"--config.train.eval_every={max(steps, 1)}"]
+  run_dir.mkdir(parents=True, exist_ok=True)
+  start = time.perf_counter()
+  with open(out / "runs" / f"{name}.log", "w") as log:
+    code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT,
+                           cwd=ROOT)
+  if code:
+    raise SystemExit(f"reading_probe: the run of {name} failed (exit "
+                     f"{code}); see {out / 'runs' / f'{name}.log'}")
+  records = MetricsWriter.read(run_dir / "all")
+  at = {}
+  for record in records:
+    at.setdefault(record["step"], {}).update(record)
+  result = {"size": name, "hidden_size": hidden, "num_layers": layers,
+            "params_m": None, "wall_seconds": time.perf_counter() - start,
+            "sft_seconds": at[0].get("time/sft"),
+            "step_seconds": at[steps].get("time/step") if steps else None,
+            **{f: at[0].get(f) for f in FIGURES}}
+  log_text = (out / "runs" / f"{name}.log").read_text()
+  for line in log_text.splitlines():
+    if "M-parameter model" in line:
+      result["params_m"] = float(line.split("SFT of a ")[1].split("M-")[0])
+  write_output(str(done), result)
+  return result
+
+
+def table(results: list[dict]) -> str:
+  head = ("| size | parameters | sub read accuracy (visited, novel) | "
+          "report accuracy | visit rate | team accuracy | follows page | "
+          "recalls | warm start s | step s |\n|---|---|---|---|---|---|---|"
+          "---|---|---|\n")
+  pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
+  sec = lambda v: "-" if v is None else f"{v:.0f}"
+  return head + "".join(
+      f"| {r['size']} | {r['params_m']}M | "
+      f"{pct(r['eval/sub_read_accuracy'])} | "
+      f"{pct(r['eval/sub_report_accuracy'])} | "
+      f"{pct(r['eval/sub_visit_rate'])} | {pct(r['eval/accuracy'])} | "
+      f"{pct(r['eval/counterfactual_follows'])} | "
+      f"{pct(r['eval/counterfactual_recalls'])} | "
+      f"{sec(r['sft_seconds'])} | {sec(r['step_seconds'])} |\n"
+      for r in results)
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--sizes", default="128x2,256x4,384x6")
+  parser.add_argument("--out", default="launch/results/reading_probe")
+  parser.add_argument("--config", default="configs/reading.py")
+  parser.add_argument("--steps", type=int, default=1)
+  args = parser.parse_args(argv)
+  sizes = [size_of(s) for s in args.sizes.split(",")]
+  out = pathlib.Path(args.out).resolve()
+  results = []
+  for hidden, layers in sizes:
+    print(f"reading probe: {hidden}x{layers} ...", flush=True)
+    results.append(run_size(args.config, out, hidden, layers, args.steps))
+    print(table(results[-1:]), flush=True)
+  reads = [r["size"] for r in results
+           if (r["eval/sub_read_accuracy"] or 0) >= TARGET]
+  summary = {"machine": machine(), "config": args.config,
+             "target": TARGET, "reads": reads, "results": results}
+  write_output(str(out / "probe.json"), summary)
+  write_output(str(out / "probe.md"), (
+      f"# Capacity probe ({args.config}, step 0 on validation)\n\n"
+      f"{machine()}; `python -m mgrpo_jax.bench.reading_probe --sizes "
+      f"{args.sizes} --config {args.config}`\n\n" + table(results)
+      + f"\nSizes at or above {TARGET:.0%} read accuracy: "
+      f"{', '.join(reads) or 'none'}.\n"))
+
+
+if __name__ == "__main__":
+  os.environ.setdefault("PYTHONUNBUFFERED", "1")
+  main()
