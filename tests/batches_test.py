@@ -226,3 +226,52 @@ def test_a_main_batch_of_shards_is_the_same_batch_whatever_holds_them(scored):
       map(tuple, one.inputs_NxT[:4]))
   with pytest.raises(ValueError, match=r"1 rows of rollouts for shards"):
     main_batch(rollouts[:1], scores, settings=SETTINGS, shards=both)
+
+
+def two_hop_record(rewards, subtask=None):
+  """One question, K=2 rollouts of two calls each (hop 1, then hop 2),
+  rewards in (rollout, call) order."""
+  ids = np.arange(8, dtype=np.int32) % 5 + 1
+  return SubRecord(ids, np.ones(8, bool), np.zeros(8, np.float32),
+                   np.zeros(4, np.int32), np.arange(0, 10, 2, dtype=np.int64),
+                   np.zeros(4, np.int32), np.array([0, 0, 1, 1], np.int32),
+                   np.asarray(rewards, np.float32), 1, 2, subtask)
+
+
+@pytest.mark.parametrize("d_max", [0, 2])
+def test_subtask_groups_keep_hops_apart(d_max):
+  # Every hop-1 call was rewarded 1 and every hop-2 call 0: grouped by
+  # question, hop-1 calls are pushed up and hop-2 calls down for what they
+  # are, not for how well they did; grouped by sub-task, each group's
+  # rewards are equal and nothing is learned.
+  record = two_hop_record([1, 0, 1, 0], np.array([0, 1, 0, 1], np.int32))
+  kwargs = dict(d_max=d_max, settings=SETTINGS, fill="best")
+  by_question, q_stats = sub_batch(record, jax.random.key(0), **kwargs)
+  by_subtask, s_stats = sub_batch(record, jax.random.key(0),
+                                  group_by="subtask", **kwargs)
+  assert np.abs(by_question.adv_N[:4]).min() > 0
+  assert q_stats["informative_groups"] == 1.0
+  np.testing.assert_array_equal(by_subtask.adv_N[:4], np.zeros(4))
+  assert s_stats["informative_groups"] == 0.0
+  # A sub-task whose two attempts differ is a clean, informative group.
+  mixed = two_hop_record([1, 0, 0, 0], np.array([0, 1, 0, 1], np.int32))
+  batch, stats = sub_batch(mixed, jax.random.key(0), group_by="subtask",
+                           **kwargs)
+  assert stats["informative_groups"] == 0.5
+  np.testing.assert_allclose(np.sort(batch.adv_N[:4]),
+                             [-0.70710, 0.0, 0.0, 0.70710], atol=1e-4)
+
+
+def test_a_call_s_subtask_is_its_gold_sub_question_or_its_place():
+  task = rewards_tasks()[0]
+  gold = task.sub_questions
+  assert batches.subtask_of(task, gold[1].question.upper() + " ", 0) == 1
+  assert batches.subtask_of(task, "something else", 1) == (
+      batches.UNMATCHED + 1)
+  assert batches.subtask_of(None, gold[0].question, 0) == batches.UNMATCHED
+  # A record without sub-tasks (written before them) groups by place.
+  old = two_hop_record([1, 0, 1, 0])
+  np.testing.assert_array_equal(old.subtasks(), batches.UNMATCHED + np.array(
+      [0, 1, 0, 1]))
+  again = SubRecord.from_arrays(old.to_arrays())
+  np.testing.assert_array_equal(again.subtasks(), old.subtasks())

@@ -7,7 +7,8 @@ Sub-agent: the main side flattens every sub trajectory of the step into a
 `SubRecord` (what goes through the shared store: ids, masks, the sampler's
 log-probs and weight version, rewards and the (b, k) links). The sub side aligns the variable number of calls per rollout
 to [B, K, D_max] slots (core.alignment), takes advantages over the valid
-slots of each question (or of each rollout with group_by="rollout"), and
+slots of each question (or of each rollout with group_by="rollout", or
+of each delegated sub-task of a question with group_by="subtask"), and
 packs the [B*K*D_max] slot trajectories: one compiled step whatever the
 calls were. Everything here is host-side numpy around the jitted core.
 """
@@ -22,6 +23,8 @@ import numpy as np
 
 from mgrpo_jax.agents.rewards import Scores
 from mgrpo_jax.agents.trajectory import Rollout
+from mgrpo_jax.agents.diagnostics import normalised
+from mgrpo_jax.data.task import Task
 from mgrpo_jax.core.advantages import group_relative_advantages
 from mgrpo_jax.core.alignment import align_sub_trajectories
 from mgrpo_jax.train.packing import Batch, pack, side_by_side
@@ -110,13 +113,27 @@ class SubRecord:
   reward: np.ndarray  # float32 [M]
   num_questions: int
   group_size: int
+  # int32 [M]: which sub-task each call did (`subtask_of`; None: its
+  # position among its rollout's calls).
+  subtask: np.ndarray | None = None
 
   def to_arrays(self) -> dict[str, np.ndarray]:
     return {"tokens": self.tokens, "loss_mask": self.loss_mask,
             "logprobs": self.logprobs, "version": self.version,
             "offsets": self.offsets, "b": self.b, "k": self.k,
-            "reward": self.reward,
+            "reward": self.reward, "subtask": self.subtasks(),
             "shape": np.array([self.num_questions, self.group_size])}
+
+  def subtasks(self) -> np.ndarray:
+    """int32 [M]: `subtask`, or each call's position in its rollout."""
+    if self.subtask is not None:
+      return np.asarray(self.subtask, np.int32)
+    seen: dict[tuple[int, int], int] = {}
+    out = np.zeros(len(self.b), np.int32)
+    for i, key in enumerate(zip(self.b.tolist(), self.k.tolist())):
+      out[i] = UNMATCHED + seen.get(key, 0)
+      seen[key] = seen.get(key, 0) + 1
+    return out
 
   @classmethod
   def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SubRecord":
@@ -129,7 +146,8 @@ class SubRecord:
     b, k = (int(x) for x in arrays["shape"])
     return cls(arrays["tokens"], arrays["loss_mask"].astype(bool),
                arrays["logprobs"], arrays["version"], arrays["offsets"],
-               arrays["b"], arrays["k"], arrays["reward"], b, k)
+               arrays["b"], arrays["k"], arrays["reward"], b, k,
+               arrays.get("subtask"))
 
   @classmethod
   def concatenate(cls, parts: Sequence["SubRecord"]) -> "SubRecord":
@@ -159,7 +177,8 @@ class SubRecord:
                        ).astype(np.int32),
         np.concatenate([p.k for p in parts]).astype(np.int32),
         np.concatenate([p.reward for p in parts]).astype(np.float32),
-        int(first_b[-1]), parts[0].group_size)
+        int(first_b[-1]), parts[0].group_size,
+        np.concatenate([p.subtasks() for p in parts]).astype(np.int32))
 
   def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, loss mask, sampler log-probs) of trajectory i."""
@@ -167,13 +186,37 @@ class SubRecord:
     return self.tokens[lo:hi], self.loss_mask[lo:hi], self.logprobs[lo:hi]
 
 
-def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
-               ) -> SubRecord:
-  """Flattens the step's sub trajectories (order of `scores.sub_*`)."""
+# Sub-task ids of calls that match no gold sub-question: UNMATCHED + their
+# position among their rollout's calls (gold sub-questions are 0, 1, ...).
+UNMATCHED = 64
+GROUP_BY = ("question", "rollout", "subtask")
+
+
+def subtask_of(task: Task | None, instruction: str, position: int) -> int:
+  """Which sub-task a call did: the index of the gold sub-question of
+  `task` its delegated `instruction` is (compared as normalised text),
+  else UNMATCHED + `position` (its place among the rollout's calls)."""
+  wanted = normalised(instruction)
+  for g, step in enumerate(task.sub_questions if task is not None else ()):
+    if normalised(step.question) == wanted:
+      return g
+  return UNMATCHED + position
+
+
+def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores,
+               tasks: Sequence[Task] | None = None) -> SubRecord:
+  """Flattens the step's sub trajectories (order of `scores.sub_*`); with
+  `tasks` (one per row of `rollouts`) each call's sub-task
+  (`subtask_of`) goes with it."""
   b, k = scores.main_reward.shape
   trajectories = [rollouts[int(bb)][int(kk)].subs[int(i)]
                   for bb, kk, i in zip(scores.sub_b, scores.sub_k,
                                        scores.sub_i)]
+  subtask = None
+  if tasks is not None:
+    subtask = np.array([subtask_of(tasks[int(bb)], t.instruction, int(i))
+                        for bb, i, t in zip(scores.sub_b, scores.sub_i,
+                                            trajectories)], np.int32)
   lengths = [len(t.tokens) for t in trajectories]
   offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
   def flat(field, dtype):
@@ -186,7 +229,24 @@ def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores
                             np.int32), offsets,
                    scores.sub_b.astype(np.int32),
                    scores.sub_k.astype(np.int32),
-                   scores.sub_reward.astype(np.float32), b, k)
+                   scores.sub_reward.astype(np.float32), b, k, subtask)
+
+
+def sub_groups(record: SubRecord, group_by: str
+               ) -> tuple[np.ndarray, int]:
+  """(group of each of the record's calls [M], number of groups): its
+  question's, its rollout's, or its (question, sub-task)'s."""
+  if group_by not in GROUP_BY:
+    raise ValueError(f"sub_batch: group_by={group_by!r}; expected one of "
+                     f"{list(GROUP_BY)}.")
+  b, k = record.num_questions, record.group_size
+  if group_by == "question":
+    return record.b.astype(np.int32), b
+  if group_by == "rollout":
+    return (record.b * k + record.k).astype(np.int32), b * k
+  pairs = np.stack([record.b, record.subtasks()], axis=1).reshape(-1, 2)
+  keys, groups = np.unique(pairs, axis=0, return_inverse=True)
+  return groups.reshape(-1).astype(np.int32), max(len(keys), 1)
 
 
 def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
@@ -198,14 +258,13 @@ def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
   b, k = record.num_questions, record.group_size
   m = len(record.reward)
   counts = np.bincount(record.b * k + record.k, minlength=b * k)
-  groups = record.b if group_by == "question" else record.b * k + record.k
+  groups, num_groups = sub_groups(record, group_by)
   valid = np.ones(max(m, 1), bool)
   valid[m:] = False
   adv = np.asarray(group_relative_advantages(
       np.pad(record.reward, (0, max(m, 1) - m)).astype(np.float32),
       np.pad(groups, (0, max(m, 1) - m)).astype(np.int32),
-      b if group_by == "question" else b * k, valid_N=valid, scale=scale,
-      eps=eps))
+      num_groups, valid_N=valid, scale=scale, eps=eps))
   empty = (np.zeros(2, np.int32), np.zeros(2, bool), np.zeros(2, np.float32))
   slots = [record.trajectory(i) for i in range(m)] or [empty]
   tokens, masks, logprobs = zip(*slots)
@@ -215,7 +274,7 @@ def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
                valid=valid, logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()), "valid_slots": 1.0,
            "dropped_calls": 0.0,
-           **signal(adv[:m], groups, b if group_by == "question" else b * k)}
+           **signal(adv[:m], groups, num_groups)}
   return batch, stats
 
 
@@ -225,9 +284,7 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
               eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
   """The sub-agent's aligned batch [B*K*D_max] (see the module docstring);
   d_max 0: alignment off (`unaligned_sub_batch`)."""
-  if group_by not in ("question", "rollout"):
-    raise ValueError(f"sub_batch: group_by={group_by!r}; expected "
-                     "'question' or 'rollout'.")
+  call_groups, num_groups = sub_groups(record, group_by)
   if d_max == 0:
     return unaligned_sub_batch(record, settings=settings, group_by=group_by,
                                scale=scale, eps=eps)
@@ -243,11 +300,11 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
   slot_sub = order[index] if len(order) else np.zeros_like(index)
   slot_reward = np.where(valid, record.reward[slot_sub] if len(order)
                          else 0.0, 0.0).astype(np.float32)
-  rollout_ids = np.repeat(np.arange(b * k), d_max)
-  groups = (rollout_ids // k if group_by == "question" else rollout_ids)
+  # Each slot's group: its call's (an empty slot's is never read).
+  groups = (call_groups[slot_sub.reshape(-1)] if len(order)
+            else np.zeros(index.size, np.int32))
   adv = np.asarray(group_relative_advantages(
-      slot_reward.reshape(-1), groups.astype(np.int32),
-      b if group_by == "question" else b * k,
+      slot_reward.reshape(-1), groups.astype(np.int32), num_groups,
       valid_N=valid.reshape(-1), scale=scale, eps=eps))
   empty = (np.zeros(2, np.int32), np.zeros(2, bool), np.zeros(2, np.float32))
   slots = [record.trajectory(int(s)) if ok else empty
@@ -261,6 +318,5 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
   stats = {"calls_per_rollout": float(counts.mean()),
            "valid_slots": float(valid.mean()),
            "dropped_calls": float(np.maximum(counts - d_max, 0).sum()),
-           **signal(adv, groups, b if group_by == "question" else b * k,
-                    valid.reshape(-1))}
+           **signal(adv, groups, num_groups, valid.reshape(-1))}
   return batch, stats

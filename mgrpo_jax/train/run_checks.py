@@ -40,7 +40,7 @@ TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
 MODES = ("mgrpo", "frozen_sub", "single")
 ROLES = ("all", "main")  # And each sub-agent kind of config.agents.sub_kinds.
 STALENESS = ("sync", "one_step")
-SUB_GROUP_BY = ("question", "rollout")
+SUB_GROUP_BY = ("question", "rollout", "subtask")
 TINY = "tiny"  # config.model.name of the from-scratch team.
 
 

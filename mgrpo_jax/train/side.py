@@ -336,7 +336,7 @@ class Side:
       for kind in self.kinds:
         kind_scores = scores if kind == "sub" else self._scores(
             rollouts, mine, kind, metrics)
-        record = batches.sub_record(rollouts, kind_scores)
+        record = batches.sub_record(rollouts, kind_scores, mine)
         arrays.update({f"{kind}.{k}": v
                        for k, v in record.to_arrays().items()})
       self._write_step(step, arrays, metrics)
