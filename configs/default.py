@@ -52,7 +52,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.seed = 0  # Seeds every PRNG key and the data order: same seed, same run.
   config.task = "agents"  # What main.py trains: "agents" (this) or "toy_delegation".
-  config.mode = "mgrpo"  # "mgrpo" (both train), "frozen_sub", "single" (baselines).
+  config.mode = "mgrpo"  # "mgrpo" (both train), "frozen_sub", "single" (baselines), "frozen_main" (only the sub-agents train: a positive control).
   config.run_dir = "runs/default"  # Metrics, checkpoints and (default) the store.
 
   config.model = ml_collections.ConfigDict()
@@ -122,6 +122,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.train.eval_every = 5  # Greedy validation accuracy every this many steps.
   config.train.eval_questions = 64  # Validation questions evaluated.
   config.train.eval_samples = 2  # Also this many sampled rollouts per validation question (eval/sampled_accuracy; 0: greedy only).
+  config.train.scripted = ""  # An agent the oracle plays, never trained (train/scripted.py): "sub" (a perfect reader, with mode frozen_sub) or "main" (a perfect planner, with mode frozen_main): the positive controls ("": none).
   config.train.counterfactual_questions = 0  # The reader's check (data/counterfactual.py): also greedy on this many validation questions over pages whose last-hop fact was changed (eval/counterfactual_follows: answers that follow the page; _recalls: that give the old answer; 0: none).
   config.train.test_questions = 0  # Also greedy on this many held-out test questions at each evaluation (test/*: logged, never used for a choice; 0: none).
 

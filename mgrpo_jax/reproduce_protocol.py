@@ -44,6 +44,7 @@ class ProtocolError(ValueError):
 ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 ("sft", "worlds", 0), ("sft", "world_seed", 1000000),
                 ("train", "counterfactual_questions", 0),
+                ("train", "scripted", ""),
                 ("train", "rollout_shards", 0),
                 *((f"learner.{agent}", "remat", False)
                   for agent in ("main", "sub", "verifier")),

@@ -26,6 +26,7 @@ from mgrpo_jax.data import loading as data_loading
 from mgrpo_jax.data import world
 from mgrpo_jax.models import loading
 from mgrpo_jax.models.sharding import BATCH_AXIS
+from mgrpo_jax.train.scripted import MODE_OF, SCRIPTED
 from mgrpo_jax.runtime import meshes
 from mgrpo_jax.runtime.config_checks import (ConfigError, boolean, choice,
                                               fail, get, integer, number,
@@ -37,7 +38,7 @@ from mgrpo_jax.train.learner import LearnerConfig
 from mgrpo_jax.train.warm_start import DEMONSTRATIONS, demonstration_source
 
 TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
-MODES = ("mgrpo", "frozen_sub", "single")
+MODES = ("mgrpo", "frozen_sub", "single", "frozen_main")
 ROLES = ("all", "main")  # And each sub-agent kind of config.agents.sub_kinds.
 STALENESS = ("sync", "one_step")
 SUB_GROUP_BY = ("question", "rollout", "subtask")
@@ -53,8 +54,9 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   for agent in ("main", *kinds):
     _learner(config, agent)
   _sampler(config, kinds)
-  adapters.check_share_base(config, ("main", *kinds) if config.mode ==
-                            "mgrpo" else ("main",))
+  adapters.check_share_base(config, {"mgrpo": ("main", *kinds),
+                                    "frozen_main": kinds}.get(
+                                        config.mode, ("main",)))
   _reward(config)
   integer(config, "align.d_max", minimum=0)  # 0: alignment off.
   for kind in kinds:
@@ -105,9 +107,9 @@ def _run(config, role: str, kinds: tuple[str, ...]) -> None:
   if role not in roles:
     raise ConfigError(f"--role={role!r}: expected one of {roles} (a "
                       "sub-agent kind's role trains that kind).")
-  if role not in ("all", "main") and mode != "mgrpo":
-    raise ConfigError(f"--role={role} with config.mode={mode!r}: only mode "
-                      "'mgrpo' trains a sub-agent.")
+  if role not in ("all", "main") and mode not in ("mgrpo", "frozen_main"):
+    raise ConfigError(f"--role={role} with config.mode={mode!r}: only modes "
+                      "'mgrpo' and 'frozen_main' train a sub-agent.")
   string(config, "run_dir", empty=False)
 
 
@@ -119,9 +121,26 @@ def _train(config) -> None:
   integer(config, "train.eval_samples", minimum=0)
   integer(config, "train.rollout_shards", minimum=0)
   choice(config, "train.staleness", STALENESS)
+  if "scripted" in config.train:
+    _scripted(config)
   if "counterfactual_questions" in config.train:
     integer(config, "train.counterfactual_questions", minimum=0,
             maximum=get(config, "train.eval_questions"))
+
+
+def _scripted(config) -> None:
+  """A scripted agent (train/scripted.py) is never trained: its mode is
+  the one that leaves it out, on the generated world's questions."""
+  scripted = choice(config, "train.scripted", SCRIPTED)
+  if not scripted:
+    return
+  if get(config, "mode") != MODE_OF[scripted]:
+    fail("train.scripted", scripted, f"'' with config.mode="
+         f"{get(config, 'mode')!r} (a scripted {scripted} agent is never "
+         f"trained: config.mode={MODE_OF[scripted]!r})")
+  if "data" in config and not train_data.is_synthetic(config):
+    fail("train.scripted", scripted, "'' with data from files (the scripted "
+         "agents play the generated world's questions and pages)")
 
 
 def _learner(config, agent: str) -> None:

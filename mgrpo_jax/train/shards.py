@@ -34,7 +34,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from mgrpo_jax.agents.rewards import Scores
+from mgrpo_jax.agents.rewards import RuleExpert, Scores, score_rollouts
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.runtime.config_checks import ConfigError
 
@@ -121,6 +121,21 @@ def gather_scores(name: str, scores: Scores) -> Scores:
     return scores
   parts = processes.gather(name, to_json(scores))
   return Scores.concatenate([from_json(p) for p in parts])
+
+
+def kind_scores(rollouts, tasks, kind: str, weights, metrics) -> Scores:
+  """The rewards of a sub-agent kind other than "sub" (hierarchical credit:
+  tied to the main agent's outcome like every kind's) of this process's
+  rollouts; the step's figures of that kind go into `metrics`."""
+  expert = RuleExpert() if weights["v_exp"] > 0 else None
+  scores = score_rollouts(rollouts, tasks, weights, expert=expert,
+                          sub_agent=kind)
+  step_scores = gather_scores(f"{kind} scores", scores)
+  metrics[f"{kind}/calls_per_rollout"] = float(step_scores.sub_calls.mean())
+  if len(step_scores.sub_reward):
+    metrics[f"{kind}/reward"] = float(step_scores.sub_reward.mean())
+    metrics[f"{kind}/format"] = float(step_scores.sub_format_ok.mean())
+  return scores
 
 
 def rollout_step(controller, tasks, group_size, key, weights, *,

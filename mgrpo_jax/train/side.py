@@ -43,7 +43,6 @@ import jax
 import ml_collections
 
 from mgrpo_jax.agents.diagnostics import Grader
-from mgrpo_jax.agents.rewards import RuleExpert, score_rollouts
 from mgrpo_jax.agents.team import build_team, sub_kinds
 from mgrpo_jax.models import sharding
 from mgrpo_jax.runtime import checkpoints, meshes, processes
@@ -59,7 +58,11 @@ from mgrpo_jax.train.outcomes import write_outcomes
 from mgrpo_jax.train.run_checks import check_run_config
 from mgrpo_jax.train.team_build import agents_section, build_models
 from mgrpo_jax.train.reading import reading_of
+from mgrpo_jax.train.scripted import scripted_policies
 from mgrpo_jax.train.warm_start import check_demonstrations
+
+
+SUB_TRAINS = ("mgrpo", "frozen_main")  # Modes whose sub-agents learn.
 
 
 def learner_config(config, agent: str) -> LearnerConfig:
@@ -113,9 +116,9 @@ class Side:
     self.config, self.log, self.role = config, log, role
     self.kinds = sub_kinds(agents_section(config))
     self.samples = role in ("all", "main")
-    trains = {"main": self.samples}
+    trains = {"main": self.samples and config.mode != "frozen_main"}
     for kind in self.kinds:
-      trains[kind] = config.mode == "mgrpo" and role in ("all", kind)
+      trains[kind] = config.mode in SUB_TRAINS and role in ("all", kind)
     self.trained = [name for name, t in trains.items() if t]
     # The main side samples every agent; a kind's side only trains its own.
     built = ["main", *self.kinds] if self.samples else [role]
@@ -184,6 +187,7 @@ class Side:
           agents_section(config), self.data.backend,
           main_model=samplers["main"], main_tokenizer=self.tok,
           sub_models={k: samplers[k] for k in self.kinds},
+          policies=scripted_policies(config, self.data, self.tok),
           runtime=config.runtime)
       self.reading = reading_of(config, self.data, self.controller, self.tok)
     self.weights = weights_of(config.reward.to_dict())
@@ -253,7 +257,9 @@ class Side:
 
   def sync_main(self) -> None:
     """The main sampler takes the main learner's weights (version = its
-    update count)."""
+    update count); an untrained planner keeps its start."""
+    if self.main is None:
+      return
     self.controller.load_weights(
         "main" if self.config.mode != "single" else "single",
         self._on_sampler("main", self.sampler_weights.state(
@@ -263,7 +269,7 @@ class Side:
     """Loads, for every sub-agent kind, the weights the rollout of `step`
     must use (one version behind with one_step), or with `newest` those
     after `step` updates (what evaluation uses)."""
-    if self.config.mode != "mgrpo":
+    if self.config.mode not in SUB_TRAINS:
       return
     want = (step if newest or self.config.train.staleness == "sync"
             else max(step - 1, 0))
@@ -334,13 +340,15 @@ class Side:
       mine = [t for s in self.shards.mine for t in self.shards.tasks(tasks, s)]
       arrays = {}
       for kind in self.kinds:
-        kind_scores = scores if kind == "sub" else self._scores(
-            rollouts, mine, kind, metrics)
+        kind_scores = scores if kind == "sub" else shards_lib.kind_scores(
+            rollouts, mine, kind, self.weights, metrics)
         record = batches.sub_record(rollouts, kind_scores, mine)
         arrays.update({f"{kind}.{k}": v
                        for k, v in record.to_arrays().items()})
       self._write_step(step, arrays, metrics)
       metrics["time/store"] = time.perf_counter() - start
+    if self.main is None:  # mode frozen_main: the planner does not learn.
+      return metrics
     start = time.perf_counter()
     longest = batches.longest_main(rollouts)
     if processes.count() > 1:  # T from the step's longest, on every process.
@@ -376,21 +384,6 @@ class Side:
     processes.barrier(f"step {step} parts written")
     if processes.primary():
       self.store.write_step(step, {}, meta, parts=processes.count())
-
-  def _scores(self, rollouts, tasks, kind: str, metrics) -> Any:
-    """The rewards of a kind other than "sub" (hierarchical credit: tied to
-    the main agent's outcome like every kind's) of this process's
-    rollouts, and the step's rollout figures of that kind."""
-    expert = RuleExpert() if self.weights["v_exp"] > 0 else None
-    scores = score_rollouts(rollouts, tasks, self.weights, expert=expert,
-                            sub_agent=kind)
-    step_scores = shards_lib.gather_scores(f"{kind} scores", scores)
-    metrics[f"{kind}/calls_per_rollout"] = float(
-        step_scores.sub_calls.mean())
-    if len(step_scores.sub_reward):
-      metrics[f"{kind}/reward"] = float(step_scores.sub_reward.mean())
-      metrics[f"{kind}/format"] = float(step_scores.sub_format_ok.mean())
-    return scores
 
   def sub_step(self, kind: str, step: int, key) -> dict[str, float]:
     """Reads the kind's part of the step from the store, aligns it to its

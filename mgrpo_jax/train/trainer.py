@@ -42,8 +42,10 @@ staleness there does not overlap anything, it only adds staleness (it pays
 off with two processes, where the sub side trains step n while the main
 side rolls out step n+1).
 
-Baselines (METHOD.md): `config.mode` "mgrpo" (both train), "frozen_sub"
-(only the main agent trains) and "single" (one agent with the tools).
+Baselines: `config.mode` "mgrpo" (both train), "frozen_sub" (only the
+main agent trains), "single" (one agent with the tools) and, for the
+positive controls (train/scripted.py), "frozen_main" (only the sub-agents
+train).
 
 Checkpoints and resume. Each agent checkpoints under
 `<run_dir>/checkpoints/<agent>` (runtime/checkpoints.py: parameters,
@@ -140,7 +142,7 @@ def run(config: ml_collections.ConfigDict, *, role: str = "all",
       start = time.perf_counter()
       metrics: dict[str, float] = startup
       startup = {}
-      if side.main is not None:
+      if side.samples:
         metrics.update(side.main_step(step, step_key))
       for kind in side.trained_kinds:
         metrics.update(side.sub_step(kind, step, step_key))
