@@ -134,7 +134,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.advantage = ml_collections.ConfigDict()
   config.advantage.scale = "group"  # "group" (GRPO), "batch", "none" (Dr. GRPO).
   config.advantage.eps = 1e-6  # Added to the std before dividing.
-  config.advantage.sub_group_by = "question"  # Sub-agent groups: "question" (the paper's: every call of a question's K rollouts), "rollout", or "subtask" (the calls of a question's K rollouts that did the same gold sub-question, else the same i-th delegation).
+  config.advantage.sub_group_by = "question"  # Sub-agent groups: "question" (the paper's: every call of a question's K rollouts), "rollout", "subtask" (the calls of a question's K rollouts that did the same gold sub-question, else the same i-th delegation) or "branch" (the agents.sub_branches attempts of one delegation, from the same state).
 
   config.align = ml_collections.ConfigDict()
   config.align.d_max = 2  # Sub-agent slots per rollout (D_max; 0: alignment off, an ablation: one row per call, a batch shape that changes every step).

@@ -58,6 +58,7 @@ ADDED_FIELDS = (("sft", "demonstrations", "oracle"),
                 *((f"mesh.{agent}", "sampler_devices", 0)
                   for agent in ("main", "sub", "verifier")),
                 ("agents", "share_base", False),
+                ("agents", "sub_branches", 1),
                 ("runtime", "shapes", "open"),
                 ("runtime", "strict_shapes", False),
                 ("runtime", "decode_row_floor", 8),

@@ -275,3 +275,32 @@ def test_a_call_s_subtask_is_its_gold_sub_question_or_its_place():
       [0, 1, 0, 1]))
   again = SubRecord.from_arrays(old.to_arrays())
   np.testing.assert_array_equal(again.subtasks(), old.subtasks())
+
+
+def test_branch_groups_are_the_attempts_of_one_delegation():
+  # Rollout 0's delegation had two attempts (rewards 1, 0) and rollout 1's
+  # two (0, 0): one informative group of two, whatever the question did.
+  record = two_hop_record([1, 0, 0, 0])
+  record.delegation = np.array([0, 0, 0, 0], np.int32)
+  batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
+                           settings=SETTINGS, group_by="branch", fill="best")
+  assert stats["informative_groups"] == 0.5
+  np.testing.assert_allclose(np.sort(batch.adv_N[:4]),
+                             [-0.70710, 0.0, 0.0, 0.70710], atol=1e-4)
+  again = SubRecord.from_arrays(record.to_arrays())
+  np.testing.assert_array_equal(again.delegations(), [0, 0, 0, 0])
+  # Without attempts (each call its own delegation) nothing is compared.
+  _, alone = sub_batch(two_hop_record([1, 0, 0, 0]), jax.random.key(0),
+                       d_max=2, settings=SETTINGS, group_by="branch")
+  assert alone["informative_groups"] == 0.0
+
+
+@pytest.mark.parametrize("group_by", ["subtask", "branch"])
+def test_a_step_without_calls_has_no_group(group_by):
+  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
+                     np.zeros(0, np.float32), np.zeros(0, np.int32),
+                     np.zeros(1, np.int64), np.zeros(0, np.int32),
+                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
+                           settings=SETTINGS, group_by=group_by)
+  assert batch.num_sequences == 0 and stats["informative_groups"] == 0.0

@@ -267,3 +267,35 @@ def test_with_the_real_engine_on_a_random_model(tok, corpus):
     assert 0 < main.num_generated <= 3 * 24
     assert np.all(main.logprobs[main.loss_mask] < 0)
     assert np.all(main.logprobs[~main.loss_mask] == 0)
+
+
+def test_branches_attempt_each_delegation_from_the_same_state(tok, corpus):
+  # Each attempt reports a number of its own: the main agent must have
+  # continued with attempt 0's, after all attempts of the delegation ended.
+  reports = iter(range(1000))
+
+  def numbered_sub(text, turn):
+    if turn == 0:
+      return call("search", query="alpha")
+    return answer(f"report {next(reports)}")
+
+  controller, _, sub_policy = team(tok, corpus, sub_script=numbered_sub)
+  controller.branches = 3
+  rollouts = controller.run(tasks(2, 0), group_size=2, key=KEY)
+  for rollout in rollouts[0]:
+    subs = rollout.subs
+    assert [(s.sub_index, s.branch) for s in subs] == [
+        (0, 0), (1, 1), (2, 2), (3, 0), (4, 1), (5, 2)]
+    assert [s.instruction for s in subs] == ["part 0"] * 3 + ["part 1"] * 3
+    seen = [t.result for t in rollout.main.turns if t.tool == "delegate"]
+    assert seen == [prompts.tool_result("delegate", subs[i].answer)
+                    for i in (0, 3)]
+    assert [t.sub_index for t in rollout.main.turns if t.tool] == [0, 3]
+    for sub in subs:  # The attempts start from the same prompt.
+      first = subs[sub.sub_index - sub.branch]
+      assert sub.tokens[:sub.prompt_len].tolist() == (
+          first.tokens[:first.prompt_len].tolist())
+  assert len({s.answer for r in rollouts[0] for s in r.subs}) == 12
+  assert rollouts[1][0].subs == []
+  with pytest.raises(ValueError, match="branches=0"):
+    RolloutController(controller.main, [controller.agents["sub"]], branches=0)

@@ -183,3 +183,16 @@ def test_a_refused_config_writes_nothing(tmp_path):
     trainer.run(config, log=lambda m: None)
   assert not (tmp_path / "run").exists()
   assert list(tmp_path.iterdir()) == []
+
+
+def test_branch_groups_need_a_pair_of_attempts(tmp_path):
+  config = tiny_config(tmp_path)
+  config.advantage.sub_group_by = "branch"
+  with pytest.raises(ConfigError, match="advantage.sub_group_by='branch'.*"
+                     "sub_branches=1 .*no pair"):
+    check_run_config(config, "all")
+  config.agents.sub_branches = 2
+  check_run_config(config, "all")
+  config.agents.sub_branches = 0
+  with pytest.raises(ConfigError, match="sub_branches=0"):
+    check_run_config(config, "all")

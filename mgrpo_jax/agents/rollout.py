@@ -8,6 +8,13 @@ conversations that is not waiting on a sub-agent, in one batched sampler
 call. Tools run on the host between calls. A delegating main conversation
 waits until its sub-agent answers; the report comes back as the tool result.
 
+Branching (`branches` > 1): a delegation opens that many sub-agent
+conversations on the same instruction from the same state; the delegating
+conversation waits for all of them and continues with the first one's
+report. The attempts of one delegation form a clean GRPO group (AT-GRPO
+and PettingLLMs form theirs so): they differ only in what the sub-agent
+sampled.
+
 Budgets end every conversation: at most `max_turns` assistant turns, and
 the context budget is the sampler's `cache_len`. When the last turn is next
 or the context is nearly spent, the reply carries an "answer now" message;
@@ -154,6 +161,9 @@ class _Conv:
   done: bool = False
   subs: list[Trajectory] = dataclasses.field(default_factory=list)
   opened: int = 0  # Sub-agent conversations this one has opened.
+  branch: int = 0  # A sub-agent conversation's attempt at its delegation.
+  pending: int = 0  # Attempts of the delegation being waited on.
+  report: str = ""  # The first attempt's report, kept until all finish.
 
   def append(self, ids: Sequence[int], generated: bool,
              logprobs: Sequence[float] | None = None) -> None:
@@ -166,7 +176,13 @@ class _Conv:
 class RolloutController:
   """Runs a team of agents (see the module docstring)."""
 
-  def __init__(self, main: Agent, others: Sequence[Agent] = ()):
+  def __init__(self, main: Agent, others: Sequence[Agent] = (), *,
+               branches: int = 1):
+    if isinstance(branches, bool) or not isinstance(branches, int) or (
+        branches < 1):
+      raise ValueError(f"RolloutController: branches={branches!r}; expected "
+                       "a positive integer (1: one attempt per delegation).")
+    self.branches = branches
     self.main = main
     self.agents = {main.name: main}
     for agent in others:
@@ -329,13 +345,14 @@ class RolloutController:
       return
     delegation = {d.tool.name: d for d in agent.delegations}.get(turn.name)
     if delegation is not None:
-      sub = _Conv(self.agents[delegation.agent],
-                  str(turn.arguments[delegation.argument]), conv.b, conv.k,
-                  conv.opened, parent=conv)
       record.sub_index = conv.opened
-      conv.opened += 1
-      conv.waiting = True
-      self._queue[delegation.agent].append(sub)
+      for branch in range(self.branches):
+        self._queue[delegation.agent].append(_Conv(
+            self.agents[delegation.agent],
+            str(turn.arguments[delegation.argument]), conv.b, conv.k,
+            conv.opened, parent=conv, branch=branch))
+        conv.opened += 1
+      conv.waiting, conv.pending = True, self.branches
       return
     try:
       output = agent.tools.run(turn.name, turn.arguments)
@@ -398,7 +415,8 @@ class RolloutController:
         prompt_len=conv.prompt_len, turns=conv.turns,
         answer=answer if finish == FINISH_ANSWER else None,
         format_ok=format_ok, finish=finish,
-        policy_version=getattr(agent.policy, "weights_version", -1))
+        policy_version=getattr(agent.policy, "weights_version", -1),
+        branch=conv.branch)
     parent = conv.parent
     if parent is None:
       rollout = Rollout(trajectory,
@@ -408,14 +426,16 @@ class RolloutController:
         self._on_rollout(rollout)
       return
     parent.subs.append(trajectory)
+    if conv.branch == 0:  # The attempt the delegating agent continues with.
+      parent.report = (trajectory.answer if trajectory.answer is not None
+                       else f"The {agent.name} agent stopped without a "
+                       f"report ({finish.replace('_', ' ')}).")
+    parent.pending -= 1
+    if parent.pending:
+      return
     parent.waiting = False
-    if trajectory.answer is not None:
-      report = trajectory.answer
-    else:
-      report = (f"The {agent.name} agent stopped without a report "
-                f"({finish.replace('_', ' ')}).")
     tool = parent.turns[-1].tool or "delegate"
-    self._reply(parent, prompts.tool_result(tool, report))
+    self._reply(parent, prompts.tool_result(tool, parent.report))
 
 
 def _with_stops(agent: Agent) -> SamplingParams:

@@ -58,6 +58,9 @@ class Trajectory:
   format_ok: bool  # Answered, and (strict format) no turn broke the protocol.
   finish: str  # FINISH_ANSWER, FINISH_TURNS or FINISH_CONTEXT.
   policy_version: int = -1  # Weight version that sampled it (-1: unknown).
+  # Which attempt at its delegation (the controller's `branches`; the
+  # delegating agent continued with attempt 0's report).
+  branch: int = 0
 
   @property
   def num_generated(self) -> int:
@@ -67,7 +70,7 @@ class Trajectory:
     out = {k: getattr(self, k) for k in (
         "agent", "task_id", "question_index", "rollout_index", "sub_index",
         "instruction", "prompt_len", "answer", "format_ok", "finish",
-        "policy_version")}
+        "policy_version", "branch")}
     out["num_tokens"] = int(self.tokens.shape[0])
     out["num_generated"] = self.num_generated
     out["turns"] = [t.to_json() for t in self.turns]

@@ -7,8 +7,9 @@ Sub-agent: the main side flattens every sub trajectory of the step into a
 `SubRecord` (what goes through the shared store: ids, masks, the sampler's
 log-probs and weight version, rewards and the (b, k) links). The sub side aligns the variable number of calls per rollout
 to [B, K, D_max] slots (core.alignment), takes advantages over the valid
-slots of each question (or of each rollout with group_by="rollout", or
-of each delegated sub-task of a question with group_by="subtask"), and
+slots of each question (or of each rollout with group_by="rollout", of
+each delegated sub-task of a question with group_by="subtask", or of each
+delegation's attempts with group_by="branch"), and
 packs the [B*K*D_max] slot trajectories: one compiled step whatever the
 calls were. Everything here is host-side numpy around the jitted core.
 """
@@ -100,6 +101,17 @@ def main_batch(rollouts: Sequence[Sequence[Rollout]], scores: Scores, *,
   return batch, signal(adv, groups, b)
 
 
+def _positions(b: np.ndarray, k: np.ndarray) -> np.ndarray:
+  """int32 [M]: each call's place among its rollout's calls (record order)."""
+  seen: dict[tuple[int, int], int] = {}
+  out = np.zeros(len(b), np.int32)
+  for i, key in enumerate(zip(np.asarray(b).tolist(),
+                              np.asarray(k).tolist())):
+    out[i] = seen.get(key, 0)
+    seen[key] = out[i] + 1
+  return out
+
+
 @dataclasses.dataclass
 class SubRecord:
   """Every sub trajectory of one step, flat (what the store carries)."""
@@ -116,24 +128,29 @@ class SubRecord:
   # int32 [M]: which sub-task each call did (`subtask_of`; None: its
   # position among its rollout's calls).
   subtask: np.ndarray | None = None
+  # int32 [M]: the delegation each call answered, within its rollout (the
+  # attempts of one delegation share it; None: every call its own).
+  delegation: np.ndarray | None = None
 
   def to_arrays(self) -> dict[str, np.ndarray]:
     return {"tokens": self.tokens, "loss_mask": self.loss_mask,
             "logprobs": self.logprobs, "version": self.version,
             "offsets": self.offsets, "b": self.b, "k": self.k,
             "reward": self.reward, "subtask": self.subtasks(),
+            "delegation": self.delegations(),
             "shape": np.array([self.num_questions, self.group_size])}
+
+  def delegations(self) -> np.ndarray:
+    """int32 [M]: `delegation`, or each call's position in its rollout."""
+    if self.delegation is not None:
+      return np.asarray(self.delegation, np.int32)
+    return _positions(self.b, self.k)
 
   def subtasks(self) -> np.ndarray:
     """int32 [M]: `subtask`, or each call's position in its rollout."""
     if self.subtask is not None:
       return np.asarray(self.subtask, np.int32)
-    seen: dict[tuple[int, int], int] = {}
-    out = np.zeros(len(self.b), np.int32)
-    for i, key in enumerate(zip(self.b.tolist(), self.k.tolist())):
-      out[i] = UNMATCHED + seen.get(key, 0)
-      seen[key] = seen.get(key, 0) + 1
-    return out
+    return UNMATCHED + _positions(self.b, self.k)
 
   @classmethod
   def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SubRecord":
@@ -147,7 +164,7 @@ class SubRecord:
     return cls(arrays["tokens"], arrays["loss_mask"].astype(bool),
                arrays["logprobs"], arrays["version"], arrays["offsets"],
                arrays["b"], arrays["k"], arrays["reward"], b, k,
-               arrays.get("subtask"))
+               arrays.get("subtask"), arrays.get("delegation"))
 
   @classmethod
   def concatenate(cls, parts: Sequence["SubRecord"]) -> "SubRecord":
@@ -178,7 +195,8 @@ class SubRecord:
         np.concatenate([p.k for p in parts]).astype(np.int32),
         np.concatenate([p.reward for p in parts]).astype(np.float32),
         int(first_b[-1]), parts[0].group_size,
-        np.concatenate([p.subtasks() for p in parts]).astype(np.int32))
+        np.concatenate([p.subtasks() for p in parts]).astype(np.int32),
+        np.concatenate([p.delegations() for p in parts]).astype(np.int32))
 
   def trajectory(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, loss mask, sampler log-probs) of trajectory i."""
@@ -189,7 +207,7 @@ class SubRecord:
 # Sub-task ids of calls that match no gold sub-question: UNMATCHED + their
 # position among their rollout's calls (gold sub-questions are 0, 1, ...).
 UNMATCHED = 64
-GROUP_BY = ("question", "rollout", "subtask")
+GROUP_BY = ("question", "rollout", "subtask", "branch")
 
 
 def subtask_of(task: Task | None, instruction: str, position: int) -> int:
@@ -229,13 +247,16 @@ def sub_record(rollouts: Sequence[Sequence[Rollout]], scores: Scores,
                             np.int32), offsets,
                    scores.sub_b.astype(np.int32),
                    scores.sub_k.astype(np.int32),
-                   scores.sub_reward.astype(np.float32), b, k, subtask)
+                   scores.sub_reward.astype(np.float32), b, k, subtask,
+                   np.array([t.sub_index - t.branch for t in trajectories],
+                            np.int32))
 
 
 def sub_groups(record: SubRecord, group_by: str
                ) -> tuple[np.ndarray, int]:
   """(group of each of the record's calls [M], number of groups): its
-  question's, its rollout's, or its (question, sub-task)'s."""
+  question's, its rollout's, its (question, sub-task)'s, or its
+  delegation's (the attempts of one delegation, `branches`)."""
   if group_by not in GROUP_BY:
     raise ValueError(f"sub_batch: group_by={group_by!r}; expected one of "
                      f"{list(GROUP_BY)}.")
@@ -244,7 +265,11 @@ def sub_groups(record: SubRecord, group_by: str
     return record.b.astype(np.int32), b
   if group_by == "rollout":
     return (record.b * k + record.k).astype(np.int32), b * k
-  pairs = np.stack([record.b, record.subtasks()], axis=1).reshape(-1, 2)
+  if not len(record.b):  # No call this step: no group.
+    return np.zeros(0, np.int32), 1
+  pairs = (np.stack([record.b, record.subtasks()], axis=1)
+           if group_by == "subtask" else np.stack(
+               [record.b, record.k, record.delegations()], axis=1))
   keys, groups = np.unique(pairs, axis=0, return_inverse=True)
   return groups.reshape(-1).astype(np.int32), max(len(keys), 1)
 

@@ -41,7 +41,7 @@ TASK = "agents"  # The `config.task` that mgrpo_jax.main trains with this.
 MODES = ("mgrpo", "frozen_sub", "single", "frozen_main")
 ROLES = ("all", "main")  # And each sub-agent kind of config.agents.sub_kinds.
 STALENESS = ("sync", "one_step")
-SUB_GROUP_BY = ("question", "rollout", "subtask")
+SUB_GROUP_BY = ("question", "rollout", "subtask", "branch")
 TINY = "tiny"  # config.model.name of the from-scratch team.
 
 
@@ -65,8 +65,13 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
   choice(config, "align.fill", FILLS)
   choice(config, "advantage.scale", core.ADVANTAGE_SCALES.names())
   number(config, "advantage.eps", minimum=0.0)
-  choice(config, "advantage.sub_group_by", SUB_GROUP_BY)
+  group_by = choice(config, "advantage.sub_group_by", SUB_GROUP_BY)
   _agents(config)
+  if group_by == "branch" and config.agents.get("sub_branches", 1) < 2:
+    fail("advantage.sub_group_by", group_by, "another grouping with "
+         f"config.agents.sub_branches={config.agents.get('sub_branches', 1)}"
+         " (a group of one attempt per delegation has no pair to compare: "
+         "every advantage would be 0); or sub_branches >= 2")
   # After the agents' budgets: the closed set is derived from them.
   compiled.check_runtime(config, ("main", *kinds))
   _world(config)

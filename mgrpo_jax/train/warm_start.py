@@ -143,6 +143,9 @@ def warm_start_key(config: ml_collections.ConfigDict) -> str:
   # the weights live, not what SFT learns (and, left out, keeps the keys of
   # the entries made before the field).
   agents.pop("share_base", None)
+  # The oracle opens one attempt per delegation; more attempts change the
+  # RL rollouts, not the demonstrations.
+  agents.pop("sub_branches", None)
   blob = json.dumps({
       "model": config.model.to_dict(), "world": config.world.to_dict(),
       "sft": sft_section, "agents": agents,
