@@ -1,10 +1,12 @@
 """Can a tiny team read? The capacity probe of configs/reading.py.
 
-  python -m mgrpo_jax.bench.reading_probe [--sizes 128x2,256x4,384x6]
+  python -m mgrpo_jax.bench.reading_probe [--sizes 128x2,256x4@3e-3,...]
       [--out launch/results/reading_probe] [--config configs/reading.py]
-      [--steps 1]
+      [--steps 1] [--set sft.steps=1500 --set ...]
 
-For each model size (hidden_size x num_layers) it runs the testbed's warm
+For each model size (hidden_size x num_layers, optionally @ its SFT
+learning rate; `--set` overrides config fields for every size) it runs the
+testbed's warm
 start (demonstrations of other worlds only, cached) and `--steps` M-GRPO
 steps, each in its own `python -m mgrpo_jax.main` process, and reports at
 step 0 (the warm start) on validation: the sub-agent's report accuracy
@@ -37,21 +39,27 @@ FIGURES = ("eval/sub_read_accuracy", "eval/sub_report_accuracy",
 TARGET = 0.80  # Report accuracy on novel facts from the visited page.
 
 
-def size_of(text: str) -> tuple[int, int]:
+def size_of(text: str) -> tuple[int, int, float | None]:
+  """(hidden size, layers, SFT learning rate or None) of HxL[@LR]."""
+  shape, _, rate = text.partition("@")
   try:
-    hidden, layers = (int(x) for x in text.split("x"))
+    hidden, layers = (int(x) for x in shape.split("x"))
+    learning_rate = float(rate) if rate else None
   except ValueError:
-    raise SystemExit(f"--sizes: {text!r}: expected HIDDENxLAYERS, e.g. "
-                     "256x4") from None
-  if hidden < 4 or hidden % 4 or layers < 1:
+    raise SystemExit(f"--sizes: {text!r}: expected HIDDENxLAYERS[@LR], e.g. "
+                     "256x4@3e-3") from None
+  if hidden < 4 or hidden % 4 or layers < 1 or (
+      learning_rate is not None and learning_rate <= 0):
     raise SystemExit(f"--sizes: {text!r}: expected a hidden size that is a "
-                     "multiple of 4 (the heads) and at least one layer")
-  return hidden, layers
+                     "multiple of 4 (the heads), at least one layer and a "
+                     "positive learning rate")
+  return hidden, layers, learning_rate
 
 
-def run_size(config: str, out: pathlib.Path, hidden: int, layers: int,
-             steps: int) -> dict:
-  name = f"{hidden}x{layers}"
+def run_size(config: str, out: pathlib.Path, size: str, steps: int,
+             overrides: list[str]) -> dict:
+  hidden, layers, learning_rate = size_of(size)
+  name = size.replace("@", "_lr")
   run_dir = out / "runs" / name
   done = run_dir / "result.json"
   if done.is_file():
@@ -61,7 +69,10 @@ def run_size(config: str, out: pathlib.Path, hidden: int, layers: int,
              f"--config.model.hidden_size={hidden}",
              f"--config.model.num_layers={layers}",
              f"--config.train.steps={steps}",
-             f"--config.train.eval_every={max(steps, 1)}"]
+             f"--config.train.eval_every={max(steps, 1)}",
+             *(f"--config.{o}" for o in overrides)]
+  if learning_rate is not None:
+    command.append(f"--config.sft.learning_rate={learning_rate}")
   run_dir.mkdir(parents=True, exist_ok=True)
   start = time.perf_counter()
   with open(out / "runs" / f"{name}.log", "w") as log:
@@ -75,6 +86,7 @@ def run_size(config: str, out: pathlib.Path, hidden: int, layers: int,
   for record in records:
     at.setdefault(record["step"], {}).update(record)
   result = {"size": name, "hidden_size": hidden, "num_layers": layers,
+            "sft_learning_rate": learning_rate, "overrides": overrides,
             "params_m": None, "wall_seconds": time.perf_counter() - start,
             "sft_seconds": at[0].get("time/sft"),
             "step_seconds": at[steps].get("time/step") if steps else None,
@@ -111,13 +123,21 @@ def main(argv=None) -> None:
   parser.add_argument("--out", default="launch/results/reading_probe")
   parser.add_argument("--config", default="configs/reading.py")
   parser.add_argument("--steps", type=int, default=1)
+  parser.add_argument("--set", action="append", default=[],
+                      help="KEY=VALUE: a config field for every size")
   args = parser.parse_args(argv)
-  sizes = [size_of(s) for s in args.sizes.split(",")]
+  sizes = args.sizes.split(",")
+  for size in sizes:
+    size_of(size)  # Every size checked before the first run.
+  for override in args.set:
+    if "=" not in override:
+      raise SystemExit(f"--set {override!r}: expected KEY=VALUE, e.g. "
+                       "sft.steps=1500")
   out = pathlib.Path(args.out).resolve()
   results = []
-  for hidden, layers in sizes:
-    print(f"reading probe: {hidden}x{layers} ...", flush=True)
-    results.append(run_size(args.config, out, hidden, layers, args.steps))
+  for size in sizes:
+    print(f"reading probe: {size} ...", flush=True)
+    results.append(run_size(args.config, out, size, args.steps, args.set))
     print(table(results[-1:]), flush=True)
   reads = [r["size"] for r in results
            if (r["eval/sub_read_accuracy"] or 0) >= TARGET]
@@ -127,7 +147,8 @@ def main(argv=None) -> None:
   write_output(str(out / "probe.md"), (
       f"# Capacity probe ({args.config}, step 0 on validation)\n\n"
       f"{machine()}; `python -m mgrpo_jax.bench.reading_probe --sizes "
-      f"{args.sizes} --config {args.config}`\n\n" + table(results)
+      f"{args.sizes} --config {args.config}"
+      + "".join(f" --set {o}" for o in args.set) + "`\n\n" + table(results)
       + f"\nSizes at or above {TARGET:.0%} read accuracy: "
       f"{', '.join(reads) or 'none'}.\n"))
 
