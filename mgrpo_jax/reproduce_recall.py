@@ -72,12 +72,14 @@ def recall_table(results: dict, groups: dict[str, tuple[int, bool]]
       row[arm] = statistics.mean(last)
     rows.append(row)
   seeds = len({r["seed"] for r in runs})
-  return {"rows": rows, "seeds": seeds}
+  last = max(int(s) for r in runs for s in r["test_outcomes"])
+  return {"rows": rows, "seeds": seeds, "last_step": last}
 
 
 def markdown(table: dict) -> str:
-  head = ("| test questions | warm start | frozen_sub, last step | "
-          "mgrpo, last step |\n|---|---|---|---|\n")
+  step = table["last_step"]
+  head = (f"| test questions | warm start | frozen_sub, step {step} | "
+          f"mgrpo, step {step} |\n|---|---|---|---|\n")
   return head + "".join(
       f"| {r['group']} ({r['questions']}) | {100 * r['warm_start']:.1f}% | "
       f"{100 * r['frozen_sub']:.1f}% | {100 * r['mgrpo']:.1f}% |\n"

@@ -205,6 +205,10 @@ def tiny_fields(config, given: tuple[str, ...] = ()) -> dict[str, object]:
       "data.train_questions": 8, "runtime.decode_windows": 1,
       "runtime.prefill_windows": 1, "runtime.prefill_chunk": 64,
       "eval.limit": 1, "eval.rollouts": 1})
+  if (config.get("sft") or {}).get("worlds"):  # Within sft.questions.
+    fields["sft.worlds"] = 2
+  if (config.get("train") or {}).get("counterfactual_questions"):
+    fields["train.counterfactual_questions"] = 2  # Within eval_questions.
   for name, section in (config.get("agents") or {}).items():
     if hasattr(section, "keys") and "max_turns" in section:
       fields.update({f"agents.{name}.max_turns": 2,
@@ -377,6 +381,18 @@ def cpu_argv(argv: list[str]) -> list[str]:
           f"--coordinator_address={os.environ['MGRPO_README_COORDINATOR']}",
           f"--num_processes={os.environ['MGRPO_README_HOSTS']}",
           f"--process_id={host}"]
+  elif module == "mgrpo_jax.bench.reading_probe":  # One tiny size.
+    keep, skip = [], False
+    for arg in argv:
+      if skip or arg.startswith(("--sizes=", "--set=", "--out=")):
+        skip = False
+        continue
+      if arg in ("--sizes", "--set", "--out"):
+        skip = True
+        continue
+      keep.append(arg)
+    argv = keep + ["--sizes=32x1", "--config=configs/reading.py:quick",
+                   "--set=sft.steps=2", "--out=runs/reading_probe"]
   elif module and module.startswith("mgrpo_jax.bench."):
     argv = _bench_argv(module.rpartition(".")[2], argv)
   elif module == "mgrpo_jax.reproduce" and "--quick" not in argv:
