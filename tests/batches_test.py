@@ -92,12 +92,17 @@ def test_sub_batch_is_aligned_to_b_k_dmax(scored, d_max):
   assert batch.num_sequences == rows
 
 
+def empty_record():
+  """A step of 2 questions x 2 rollouts in which no rollout delegated."""
+  return SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
+                   np.zeros(0, np.float32), np.zeros(0, np.int32),
+                   np.zeros(1, np.int64), np.zeros(0, np.int32),
+                   np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+
+
 @pytest.mark.parametrize("fill", ["random", "best"])
 def test_rollouts_without_calls_give_invalid_slots(fill):
-  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
-                     np.zeros(0, np.float32), np.zeros(0, np.int32),
-                     np.zeros(1, np.int64), np.zeros(0, np.int32),
-                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  record = empty_record()
   batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
                            settings=SETTINGS, fill=fill)
   assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
@@ -133,10 +138,7 @@ def test_alignment_off_gives_one_row_per_call(scored):
 
 
 def test_alignment_off_without_calls_has_no_valid_row():
-  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
-                     np.zeros(0, np.float32), np.zeros(0, np.int32),
-                     np.zeros(1, np.int64), np.zeros(0, np.int32),
-                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  record = empty_record()
   batch, stats = sub_batch(record, jax.random.key(0), d_max=0,
                            settings=SETTINGS)
   assert batch.num_sequences == 0 and batch.mask_NxT.sum() == 0
@@ -297,10 +299,7 @@ def test_branch_groups_are_the_attempts_of_one_delegation():
 
 @pytest.mark.parametrize("group_by", ["subtask", "branch"])
 def test_a_step_without_calls_has_no_group(group_by):
-  record = SubRecord(np.zeros(0, np.int32), np.zeros(0, bool),
-                     np.zeros(0, np.float32), np.zeros(0, np.int32),
-                     np.zeros(1, np.int64), np.zeros(0, np.int32),
-                     np.zeros(0, np.int32), np.zeros(0, np.float32), 2, 2)
+  record = empty_record()
   batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
                            settings=SETTINGS, group_by=group_by)
   assert batch.num_sequences == 0 and stats["informative_groups"] == 0.0
