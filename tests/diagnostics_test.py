@@ -40,6 +40,7 @@ def test_a_perfect_team(taskset, tok):
   assert out["visits_per_hop"] == 1.0
   assert out["main_delegations_hop1"] == 1.0
   assert out["main_delegations_hop2"] == 2.0
+  assert out["main_early_answer"] == 0.0 and out["sub_wrong_page"] == 0.0
 
 
 def test_each_weakness_shows_in_its_own_agent(taskset, tok):
@@ -50,6 +51,7 @@ def test_each_weakness_shows_in_its_own_agent(taskset, tok):
   assert lazy["main_delegations_hop2"] == 2.0  # The planner is unchanged.
   early = figures(taskset, tok, early_answer=1.0)
   assert early["main_delegations_hop2"] == 1.0
+  assert early["main_early_answer"] == 1.0
   assert early["main_delegations_hop1"] == 1.0
   assert early["sub_report_accuracy"] == 1.0  # The sub-agent is unchanged.
   assert early["sub_visit_rate"] == 1.0
@@ -82,3 +84,20 @@ def test_single_agent_has_no_sub_figures(taskset, tok):
 def test_rows_and_tasks_must_match(taskset):
   with pytest.raises(ValueError, match="one row per task"):
     team_diagnostics([[]], taskset.tasks, Grader(taskset.documents))
+
+
+def test_a_visit_to_a_distractor_page_is_counted(taskset, tok):
+  rows = demonstrations.oracle_rollouts(
+      taskset, tok, agents=agents_config(), seed=3, context_tokens=2048)
+  grader = Grader(taskset.documents)
+  # Send every visit of the first question's sub-agents to another page.
+  wrong = next(d.doc_id for d in taskset.documents
+               if d.doc_id != grader.page_id(
+                   rows[0][0].subs[0].instruction))
+  for sub in rows[0][0].subs:
+    for turn in sub.turns:
+      if turn.tool == "visit":
+        turn.arguments = {**turn.arguments, "page": wrong}
+  out = team_diagnostics(rows, taskset.tasks, grader)
+  subs = sum(len(r.subs) for row in rows for r in row)
+  assert out["sub_wrong_page"] == pytest.approx(len(rows[0][0].subs) / subs)

@@ -17,6 +17,13 @@ world's pages, and says what each agent did, separately:
                            delegations whose conversation visited a page
                            (what the sub-agent makes of a page it read)
   sub_visit_rate           sub-agent conversations that visited a page
+  sub_wrong_page           of those that visited a page and were asked a
+                           one-hop question about an entity with a page,
+                           the share that never visited that entity's page
+                           (took a distractor)
+  main_early_answer        multi-hop rollouts answered with fewer
+                           delegations than the question has hops (the
+                           planner answering before the last hop)
   sub_searches_per_report  searches per sub-agent conversation that reported
   visits_per_hop           page visits by any agent per hop the questions
                            need (single agent and team alike)
@@ -53,6 +60,7 @@ class Grader:
   def __init__(self, documents: Sequence[Document],
                tasks: Sequence[Task] = ()):
     self.pages = {d.title.strip().lower(): d.text for d in documents}
+    self.page_of = {d.title.strip().lower(): d.doc_id for d in documents}
     self.gold = {s.question: s.answer for t in tasks
                  for s in t.sub_questions}
 
@@ -66,6 +74,12 @@ class Grader:
     page = self.pages.get(entity.strip().lower())
     stated = None if page is None else read_fact(relation, entity, page)
     return stated if stated is not None else self.gold.get(question)
+
+  def page_id(self, question: str) -> str | None:
+    """The id of the page of the entity a one-hop question names."""
+    parsed = parse_step(question)
+    return None if parsed is None else self.page_of.get(
+        parsed[1].strip().lower())
 
   def report_correct(self, question: str, report: str | None) -> bool | None:
     """Whether `report` answers `question` (None: cannot be graded)."""
@@ -103,6 +117,9 @@ def diagnostic_counts(rollouts: Sequence[Sequence[Rollout]],
       if hop_count:
         counts[f"delegations_hop{hop_count}"] += len(rollout.subs)
         counts[f"rollouts_hop{hop_count}"] += 1
+      if hop_count > 1:
+        counts["multi_hop"] += 1
+        counts["early"] += int(len(rollout.subs) < hop_count)
       counts["hops"] += hop_count
       counts["visits"] += sum(_tool_count(t, "visit")
                               for t in (rollout.main, *rollout.subs))
@@ -117,6 +134,12 @@ def diagnostic_counts(rollouts: Sequence[Sequence[Rollout]],
         if correct is not None and visited:
           counts["visited_gradeable"] += 1
           counts["visited_right"] += int(correct)
+        page = grader.page_id(sub.instruction)
+        if visited and page is not None:
+          counts["visited_known"] += 1
+          counts["wrong_page"] += int(page not in {
+              str((t.arguments or {}).get("page")) for t in sub.turns
+              if t.tool == "visit"})
         if sub.answer is not None:
           counts["reported"] += 1
           counts["searches"] += _tool_count(sub, "search")
@@ -127,6 +150,8 @@ def diagnostic_figures(counts: dict[str, int]) -> dict[str, float]:
   """The figures of `diagnostic_counts` (summed over question ranges)."""
   c = collections.Counter(counts)
   out = {"visits_per_hop": c["visits"] / max(c["hops"], 1)}
+  if c["multi_hop"]:
+    out["main_early_answer"] = c["early"] / c["multi_hop"]
   hops = sorted(int(k[len("rollouts_hop"):]) for k in c
                 if k.startswith("rollouts_hop"))
   for h in hops:
@@ -139,6 +164,8 @@ def diagnostic_figures(counts: dict[str, int]) -> dict[str, float]:
     if c["visited_gradeable"]:
       out["sub_read_accuracy"] = c["visited_right"] / c["visited_gradeable"]
     out["sub_visit_rate"] = c["visited"] / c["subs"]
+    if c["visited_known"]:
+      out["sub_wrong_page"] = c["wrong_page"] / c["visited_known"]
     if c["reported"]:
       out["sub_searches_per_report"] = c["searches"] / c["reported"]
   return out

@@ -133,6 +133,13 @@ METRICS_DOC: dict[str, str] = {
     "eval/sub_read_accuracy": "eval/sub_report_accuracy over the "
                               "delegations whose sub-agent visited a page "
                               "(what it makes of a page it read).",
+    "eval/sub_wrong_page": "Greedy sub-agent conversations that visited "
+                           "pages but not the one of the entity they were "
+                           "asked about (a distractor).",
+    "eval/main_early_answer": "Greedy multi-hop rollouts answered with "
+                              "fewer delegations than the question has "
+                              "hops (the planner answering before the last "
+                              "hop).",
     "eval/sub_visit_rate": "Greedy sub-agent conversations that visited a "
                            "page.",
     "eval/sub_searches_per_report": "Searches per greedy sub-agent "
