@@ -34,7 +34,8 @@ from mgrpo_jax.runtime.metrics import MetricsWriter
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIGURES = ("eval/sub_read_accuracy", "eval/sub_report_accuracy",
            "eval/sub_visit_rate", "eval/sub_gradeable", "eval/accuracy",
-           "eval/main_delegations_hop2", "eval/counterfactual_follows",
+           "eval/main_delegations_hop2", "eval/main_early_answer",
+           "eval/sub_wrong_page", "eval/counterfactual_follows",
            "eval/counterfactual_recalls", "eval/counterfactual_questions")
 TARGET = 0.80  # Report accuracy on novel facts from the visited page.
 
