@@ -52,6 +52,7 @@ from mgrpo_jax.data.world import WorldConfig
 from mgrpo_jax.runtime import config_checks
 from mgrpo_jax.runtime import logs
 from mgrpo_jax.train.data import search_backend
+from mgrpo_jax.train.reading import training_novelty
 from mgrpo_jax.train.evaluator import roll_out, weights_of
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -223,6 +224,8 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   A training config is evaluated as `from_training_config` says."""
   data, data_format, corpus = run_data(config, data, data_format, corpus)
   named = _named_split(data)
+  training = config if "sft" in config and data.startswith("synthetic") else (
+      None)
   config = from_training_config(config, split=named or "validation")
   backend_name = check_tools_config(config)
   k = config.eval.rollouts
@@ -264,6 +267,13 @@ def evaluate(config: ml_collections.ConfigDict, *, data: str = "synthetic",
   metrics = report.summarize(tasks, run.rollouts, run.scores)
   metrics["seconds"] = seconds
   metrics["generated_tokens_per_second"] = run.figures["tokens_per_second"]
+  novelty = (training_novelty(training, main_tok) if training is not None
+             else None)
+  if novelty is not None:  # Questions whose facts the warm start never showed.
+    novel = novelty.mask(tasks)
+    metrics["novel_share"] = float(novel.mean())
+    if novel.any():
+      metrics["novel_accuracy"] = float(run.scores.main_correct[novel].mean())
   if isinstance(backend, WebBackend):  # tools/errors/<kind>, tools/searches.
     metrics.update(backend.figures())
   (out / "metrics.json").write_text(json.dumps(

@@ -78,6 +78,9 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
   assert scored["pass@1"] == expected[3]["eval/accuracy"]
   assert scored["format"] == expected[3]["eval/format"]
   assert scored["sub_calls_per_rollout"] == expected[3]["eval/sub_calls"]
+  assert scored["novel_share"] == expected[3]["eval/novel_share"]
+  assert scored.get("novel_accuracy") == expected[3].get(
+      "eval/novel_accuracy")
   # The warm start stays as step 0 beside the newest max_to_keep = 3
   # checkpoints, and scores what the trainer's step-0 evaluation did; any
   # split can be evaluated ("synthetic:test" with a training config).

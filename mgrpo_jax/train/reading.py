@@ -47,6 +47,21 @@ def reading_of(config, data, controller, tokenizer) -> "Reading":
                  data.validation, controller, tokenizer, agents)
 
 
+def training_novelty(config, tokenizer) -> Novelty | None:
+  """The novelty of a training config's warm start on its generated world
+  (what `evaluate` reports novel-fact accuracy with); None for data from
+  files or a config without a warm start."""
+  from mgrpo_jax.train.team_build import agents_section  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.train.warm_start import novelty  # pylint: disable=g-import-not-at-top
+  if "sft" not in config or "world" not in config or not is_synthetic(
+      config):
+    return None
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  demonstrated = TaskSet("sft", world.splits["train"][:config.sft.questions],
+                         world.documents)
+  return novelty(config, demonstrated, tokenizer, agents_section(config))
+
+
 class Reading:
   """The run's novelty and counterfactual team (see the module docstring)."""
 
