@@ -7,6 +7,14 @@ import pytest
 from mgrpo_jax.bench import reading_probe
 
 
+def test_overrides_reach_the_config():
+  config = reading_probe.with_overrides(
+      "configs/reading.py", ["sft.worlds=100", "sft.learning_rate=2e-3",
+                             "agents.prompt_style=brief"])
+  assert (config.sft.worlds, config.sft.learning_rate) == (100, 2e-3)
+  assert config.agents.prompt_style == "brief"
+
+
 def test_sizes_and_their_mistakes():
   assert reading_probe.size_of("256x4") == (256, 4, None)
   assert reading_probe.size_of("384x6@2e-3") == (384, 6, 2e-3)
@@ -29,6 +37,8 @@ def test_a_quick_probe_runs_and_resumes(tmp_path, monkeypatch):
   assert result["sft_learning_rate"] == 1e-3
   assert result["step_seconds"] > 0 and result["eval/accuracy"] is not None
   assert "--set sft.steps=2" in (tmp_path / "probe" / "probe.md").read_text()
+  lengths = summary["name_token_lengths"]
+  assert all(v > 1 for v in lengths.values())
   reading_probe.main(args)  # Measured sizes are kept, not run again.
   assert json.loads((tmp_path / "probe" / "probe.json").read_text())[
       "results"] == [result]

@@ -100,6 +100,54 @@ def run_size(config: str, out: pathlib.Path, size: str, steps: int,
   return result
 
 
+def with_overrides(config_path: str, overrides: list[str]):
+  """The config of `config_path` with `--set` KEY=VALUE overrides (values
+  read as Python literals, else kept as strings)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.runtime.config_checks import load_config_file  # pylint: disable=g-import-not-at-top
+  config = load_config_file(str(ROOT / config_path)
+                            if not pathlib.Path(config_path.split(":")[0])
+                            .is_absolute() else config_path)
+  for override in overrides:
+    key, _, text = override.partition("=")
+    try:
+      value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      value = text
+    *parents, leaf = key.split(".")
+    node = config
+    for part in parents:
+      node = node[part]
+    node[leaf] = value
+  return config
+
+
+def name_lengths(config) -> dict[str, float]:
+  """Mean ids per entity name for the testbed's tokenizer (trained on the
+  demonstration worlds) on their names ("seen") and on the run's world's
+  ("unseen"), and for a tokenizer of the run's world alone, the other way
+  round: whether an unseen name is a string of byte tokens."""
+  from mgrpo_jax.agents import tiny_team  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.data import demo_worlds  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.data.world import WorldConfig, generate_world  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.models import tiny as tiny_model  # pylint: disable=g-import-not-at-top
+  from mgrpo_jax.train import warm_start  # pylint: disable=g-import-not-at-top
+  vocab = config.model.vocab_size
+  run_world = generate_world(WorldConfig(**config.world.to_dict()))
+  seen = [generate_world(c)
+          for c in warm_start.demonstration_world_configs(config)]
+  many = tiny_model.train_tokenizer(tiny_team.with_protocol(
+      warm_start.tokenizer_texts(config)), vocab)
+  one = tiny_model.train_tokenizer(tiny_team.tokenizer_texts(run_world),
+                                   vocab)
+  return {"worlds_tokenizer_seen": demo_worlds.name_token_lengths(many, seen),
+          "worlds_tokenizer_unseen": demo_worlds.name_token_lengths(
+              many, [run_world]),
+          "own_tokenizer_seen": demo_worlds.name_token_lengths(
+              one, [run_world]),
+          "own_tokenizer_unseen": demo_worlds.name_token_lengths(one, seen)}
+
+
 def table(results: list[dict]) -> str:
   head = ("| size | parameters | sub read accuracy (visited, novel) | "
           "report accuracy | visit rate | team accuracy | follows page | "
@@ -142,8 +190,10 @@ def main(argv=None) -> None:
     print(table(results[-1:]), flush=True)
   reads = [r["size"] for r in results
            if (r["eval/sub_read_accuracy"] or 0) >= TARGET]
+  lengths = name_lengths(with_overrides(args.config, args.set))
   summary = {"machine": machine(), "config": args.config,
-             "target": TARGET, "reads": reads, "results": results}
+             "target": TARGET, "reads": reads, "results": results,
+             "name_token_lengths": lengths}
   write_output(str(out / "probe.json"), summary)
   write_output(str(out / "probe.md"), (
       f"# Capacity probe ({args.config}, step 0 on validation)\n\n"
@@ -151,7 +201,14 @@ def main(argv=None) -> None:
       f"{args.sizes} --config {args.config}"
       + "".join(f" --set {o}" for o in args.set) + "`\n\n" + table(results)
       + f"\nSizes at or above {TARGET:.0%} read accuracy: "
-      f"{', '.join(reads) or 'none'}.\n"))
+      f"{', '.join(reads) or 'none'}.\n\nIds per entity name: the testbed's "
+      f"tokenizer (the demonstration worlds' text) "
+      f"{lengths['worlds_tokenizer_seen']:.2f} on their names, "
+      f"{lengths['worlds_tokenizer_unseen']:.2f} on the run's unseen world; "
+      f"a tokenizer of the run's world alone "
+      f"{lengths['own_tokenizer_seen']:.2f} on its own names, "
+      f"{lengths['own_tokenizer_unseen']:.2f} on the demonstration worlds'."
+      "\n"))
 
 
 if __name__ == "__main__":
