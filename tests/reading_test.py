@@ -2,6 +2,7 @@
 step logs and evaluations, and the counterfactual check, on a run whose warm
 start demonstrated other worlds."""
 
+import pytest
 from trainer_test_utils import by_step, tiny_config
 
 from mgrpo_jax.runtime.metrics import METRICS_DOC, MetricsWriter
@@ -36,6 +37,7 @@ def test_a_run_on_demonstration_worlds_logs_what_it_read(tmp_path,
     assert key in logged and key in METRICS_DOC
 
 
+@pytest.mark.slow  # Fast sibling: demo_worlds_test's own-questions test.
 def test_the_own_questions_warm_start_has_facts_it_showed(tmp_path,
                                                           monkeypatch):
   # sft.worlds=0 (the default): the warm start demonstrated all 8 of the

@@ -46,6 +46,7 @@ def test_a_scripted_planner_leaves_the_sub_agent_to_learn(tmp_path,
   assert (checkpoints / "sub").is_dir() and not (checkpoints / "main").exists()
 
 
+@pytest.mark.slow  # Fast siblings: the refusals below, counterfactual_test.
 def test_a_scripted_reader_leaves_the_planner_to_learn(tmp_path, monkeypatch):
   config = two_hop_config(tmp_path, scripted="sub")
   config.mode = "frozen_sub"
