@@ -25,7 +25,24 @@ def load(name):
 
 def test_every_config_file_is_covered():
   names = {p.stem for p in (ROOT / "configs").glob("*.py")}
-  assert names == {*TRAINING, "toy", "evaluate", "reproduce", "tools"}
+  assert names == {*TRAINING, "toy", "evaluate", "reproduce", "tools",
+                   "reading"}
+
+
+@pytest.mark.parametrize("arg", ["full", "quick"])
+def test_the_reading_testbed_passes_the_trainer_checks(arg):
+  spec = importlib.util.spec_from_file_location(
+      "reading", ROOT / "configs" / "reading.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config(arg)
+  trainer.check_config(config, "all")
+  check_agents_config(team_build.agents_section(config))
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  assert len(world.splits["validation"]) >= config.train.eval_questions
+  # No injected weakness; the warm start never sees the run's world.
+  assert config.sft.early_answer == config.sft.lazy_report == 0.0
+  assert config.sft.worlds >= 2
 
 
 @pytest.mark.parametrize("name", TRAINING)
