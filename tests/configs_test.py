@@ -43,6 +43,8 @@ def test_the_reading_testbed_passes_the_trainer_checks(arg):
   # No injected weakness; the warm start never sees the run's world.
   assert config.sft.early_answer == config.sft.lazy_report == 0.0
   assert config.sft.worlds >= 2
+  with pytest.raises(ValueError, match="configs/reading.py:big"):
+    module.get_config("big")
 
 
 @pytest.mark.parametrize("name", TRAINING)

@@ -7,11 +7,9 @@ import pytest
 
 from trainer_test_utils import by_step, tiny_config
 
-from mgrpo_jax.runtime.config_checks import ConfigError, load_config_file
+from mgrpo_jax.runtime.config_checks import ConfigError
 from mgrpo_jax.runtime.metrics import MetricsWriter
 from mgrpo_jax.train import run_checks, trainer
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def two_hop_config(tmp_path, **train):
@@ -83,11 +81,3 @@ def test_frozen_main_trains_a_sub_role(tmp_path):
   with pytest.raises(ConfigError, match="--role=sub with config.mode="
                      "'frozen_sub'"):
     run_checks.check_run_config(config, "sub")
-
-
-def test_the_testbed_config_loads():
-  for size in ("full", "quick"):
-    config = load_config_file(f"{ROOT}/configs/reading.py:{size}")
-    assert config.sft.worlds > 0 and config.train.counterfactual_questions
-  with pytest.raises(ValueError, match="configs/reading.py:big"):
-    load_config_file(f"{ROOT}/configs/reading.py:big")
