@@ -22,6 +22,8 @@ agents/, train/, toy/ and bench/. The entry points:
   reproduce_protocol.py   the protocol's design block and the check before
                           a suite
   reproduce_pilot.py      the task pilot (validation split only)
+  reproduce_recall.py     the first suite's outcomes split by demonstrated
+                          facts (what it measured: recall)
 
 Imports point down only (tests/layout_test.py checks every import): the
 entry points and bench/ may import anything; train/ (trainer, side,

@@ -14,6 +14,7 @@
   rollouts.py        batched vs sequential rollouts
                      (launch/bench_rollouts.sh)
   sft_study.py       the tiny team's SFT warm start, measured
+  reading_probe.py   can a tiny team read? step-0 read accuracy per size
   team_memory.py     a pretrained team's step time and peak memory by batch
                      size (launch/bench_team.sh)
   team_runs.py       a pretrained team's test accuracy untrained, after

@@ -10,6 +10,8 @@ and the M-GRPO trainer (the only package that holds optimizers).
   warm_start.py   the team's cached warm start
   evaluator.py    the one evaluator: roll out, score, figures
   reading.py      novel-fact accuracy and the counterfactual check
+  scripted.py     agents the oracle plays, never trained (the positive
+                  controls)
   data.py         the train questions (fixed order per epoch), validation,
                   test
   outcomes.py     per-question results of every evaluation (outcomes.jsonl)
