@@ -59,7 +59,8 @@ def _scripted_team(config, monkeypatch):
   real = team.build_team
 
   def build(agents, backend, *, main_model, main_tokenizer, sub_models,
-            runtime=None):
+            runtime=None, policies=None):
+    assert not policies  # No scripted agent in this config.
     tok = main_tokenizer
     policies = {
         "main": _Scripted(tok, main_script, max_conversations=8),
