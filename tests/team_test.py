@@ -26,6 +26,14 @@ def small(**changes):
   return config
 
 
+def test_branches_reach_the_controller(parts):
+  model, tok, corpus = parts
+  assert build_team(small(), corpus, main_model=model,
+                    main_tokenizer=tok).branches == 1
+  assert build_team(small(sub_branches=3), corpus, main_model=model,
+                    main_tokenizer=tok).branches == 3
+
+
 def test_multi_single_and_reasoner_teams(parts):
   model, tok, corpus = parts
   multi = build_team(small(), corpus, main_model=model, main_tokenizer=tok)
@@ -80,6 +88,8 @@ def test_every_sampler_holds_the_configured_weights_dtype(parts):
      r"expected one of \['full', 'brief'\]"),
     ({"sampler_dtype": "float16"}, r"config.agents.sampler_dtype='float16': "
      r"expected one of \['float32', 'bfloat16'\]"),
+    ({"sub_branches": 0}, r"config.agents.sub_branches=0: expected a "
+     r"positive integer"),
 ])
 def test_bad_config_values_are_named(parts, change, message):
   model, tok, corpus = parts
