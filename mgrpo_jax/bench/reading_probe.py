@@ -150,15 +150,16 @@ def name_lengths(config) -> dict[str, float]:
 
 def table(results: list[dict]) -> str:
   head = ("| size | parameters | sub read accuracy (visited, novel) | "
-          "report accuracy | visit rate | team accuracy | follows page | "
-          "recalls | warm start s | step s |\n|---|---|---|---|---|---|---|"
-          "---|---|---|\n")
+          "report accuracy | delegations naming a real entity | visit rate | "
+          "team accuracy | follows page | recalls | warm start s | step s |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|\n")
   pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
   sec = lambda v: "-" if v is None else f"{v:.0f}"
   return head + "".join(
       f"| {r['size']} | {r['params_m']}M | "
       f"{pct(r['eval/sub_read_accuracy'])} | "
       f"{pct(r['eval/sub_report_accuracy'])} | "
+      f"{pct(r['eval/sub_gradeable'])} | "
       f"{pct(r['eval/sub_visit_rate'])} | {pct(r['eval/accuracy'])} | "
       f"{pct(r['eval/counterfactual_follows'])} | "
       f"{pct(r['eval/counterfactual_recalls'])} | "
