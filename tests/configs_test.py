@@ -15,12 +15,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAINING = ("default", "frozen_sub", "single_agent", "smollm2", "verifier")
 
 
-def load(name):
+def module_of(name):
   spec = importlib.util.spec_from_file_location(name,
                                                 ROOT / "configs" / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config()
+  return module
+
+
+def load(name):
+  return module_of(name).get_config()
+
+
+def check_run_config(config):
+  """The trainer's and the team's checks; the world's validation split
+  holds the questions evaluated. Returns the world."""
+  trainer.check_config(config, "all")
+  check_agents_config(team_build.agents_section(config))
+  world = generate_world(WorldConfig(**config.world.to_dict()))
+  assert len(world.splits["validation"]) >= config.train.eval_questions
+  return world
 
 
 def test_every_config_file_is_covered():
@@ -31,15 +45,9 @@ def test_every_config_file_is_covered():
 
 @pytest.mark.parametrize("arg", ["full", "quick"])
 def test_the_reading_testbed_passes_the_trainer_checks(arg):
-  spec = importlib.util.spec_from_file_location(
-      "reading", ROOT / "configs" / "reading.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = module_of("reading")
   config = module.get_config(arg)
-  trainer.check_config(config, "all")
-  check_agents_config(team_build.agents_section(config))
-  world = generate_world(WorldConfig(**config.world.to_dict()))
-  assert len(world.splits["validation"]) >= config.train.eval_questions
+  check_run_config(config)
   # No injected weakness; the warm start never sees the run's world.
   assert config.sft.early_answer == config.sft.lazy_report == 0.0
   assert config.sft.worlds >= 2
@@ -61,14 +69,9 @@ def test_training_configs_pass_the_trainer_checks(name):
 @pytest.mark.parametrize("arg", ["full", "pilot", "quick", "full:clean",
                                  "quick:clean"])
 def test_reproduce_configs_pass_the_trainer_checks(arg):
-  spec = importlib.util.spec_from_file_location(
-      "reproduce", ROOT / "configs" / "reproduce.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = module_of("reproduce")
   config = module.get_config(arg)
-  trainer.check_config(config, "all")
-  check_agents_config(team_build.agents_section(config))
-  world = generate_world(WorldConfig(**config.world.to_dict()))
+  world = check_run_config(config)
   assert len(world.splits["test"]) >= config.train.test_questions
   assert (config.sft.lazy_report == 0.0) == arg.endswith("clean")
   with pytest.raises(ValueError, match="expected one of full, pilot, quick"):
@@ -83,11 +86,7 @@ def test_reproduce_task_needs_the_visit_for_most_hops():
   comparison"): the 60-character snippet states the answer of fewer than
   half of the hops, so a sub-agent that reports from snippets is mostly
   wrong; the test split has 200 questions, half of them one-hop."""
-  spec = importlib.util.spec_from_file_location(
-      "reproduce", ROOT / "configs" / "reproduce.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config("full")
+  config = module_of("reproduce").get_config("full")
   world = generate_world(WorldConfig(**config.world.to_dict()))
   pages = {d.doc_id: d.text for d in world.documents}
   test = world.splits["test"]
