@@ -33,33 +33,40 @@ from mgrpo_jax.data.task import Task, TaskSet
 from mgrpo_jax.data.world import WorldConfig, generate_world
 from mgrpo_jax.runtime import processes
 from mgrpo_jax.train.data import is_synthetic
+from mgrpo_jax.train.evaluator import greedy, roll_out
+from mgrpo_jax.train.team_build import agents_section
+from mgrpo_jax.train.warm_start import novelty
+
+
+def novelty_of(config, tokenizer, train: Sequence[Task],
+               documents) -> Novelty:
+  """The novelty of the warm start a run's config builds: its
+  demonstrations of the first sft.questions of `train` (or of its
+  demonstration worlds) replayed."""
+  demonstrated = TaskSet("sft", tuple(train[:config.sft.questions]),
+                         tuple(documents))
+  return novelty(config, demonstrated, tokenizer, agents_section(config))
 
 
 def reading_of(config, data, controller, tokenizer) -> "Reading":
   """The `Reading` of a run's data and team (None controller: a role that
   does not sample has only the novelty)."""
-  from mgrpo_jax.train.team_build import agents_section  # pylint: disable=g-import-not-at-top
-  from mgrpo_jax.train.warm_start import novelty  # pylint: disable=g-import-not-at-top
-  agents = agents_section(config)
-  demonstrated = TaskSet("sft", tuple(data.train[:config.sft.questions]),
-                         tuple(data.documents))
-  return Reading(config, novelty(config, demonstrated, tokenizer, agents),
-                 data.validation, controller, tokenizer, agents)
+  return Reading(config, novelty_of(config, tokenizer, data.train,
+                                    data.documents),
+                 data.validation, controller, tokenizer,
+                 agents_section(config))
 
 
 def training_novelty(config, tokenizer) -> Novelty | None:
   """The novelty of a training config's warm start on its generated world
   (what `evaluate` reports novel-fact accuracy with); None for data from
   files or a config without a warm start."""
-  from mgrpo_jax.train.team_build import agents_section  # pylint: disable=g-import-not-at-top
-  from mgrpo_jax.train.warm_start import novelty  # pylint: disable=g-import-not-at-top
   if "sft" not in config or "world" not in config or not is_synthetic(
       config):
     return None
   world = generate_world(WorldConfig(**config.world.to_dict()))
-  demonstrated = TaskSet("sft", world.splits["train"][:config.sft.questions],
-                         world.documents)
-  return novelty(config, demonstrated, tokenizer, agents_section(config))
+  return novelty_of(config, tokenizer, world.splits["train"],
+                    world.documents)
 
 
 class Reading:
@@ -92,7 +99,6 @@ class Reading:
     """The counterfactual figures ({} without the check)."""
     if self.controller is None or not self.counterfactual_tasks:
       return {}
-    from mgrpo_jax.train.evaluator import greedy, roll_out  # pylint: disable=g-import-not-at-top
     tasks = list(self.counterfactual_tasks)
     sums: collections.Counter[str] = collections.Counter()
     for shard in shards.mine:
