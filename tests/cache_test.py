@@ -39,11 +39,27 @@ def test_an_entry_appears_whole_and_leaves_no_temporary_folder(tmp_path):
   assert [p.name for p in target.parent.iterdir()] == ["key"]
 
 
-def test_an_entry_complete_before_the_build_is_replaced(tmp_path):
+def test_an_entry_the_caller_chose_to_rebuild_is_replaced(tmp_path):
   target = tmp_path / "key"
   cache.write_entry(target, _writer("old"), is_complete=_complete)
-  cache.write_entry(target, _writer("new"), is_complete=_complete)
+  cache.write_entry(target, _writer("new"), is_complete=_complete,
+                    replace=True)
   assert (target / "payload").read_text() == "new"
+  assert [p.name for p in tmp_path.iterdir()] == ["key"]
+
+
+def test_an_entry_completed_before_the_write_began_is_kept_in_place(
+    tmp_path):
+  # The race CI met: two roles train the same warm start; the main role
+  # finishes, renames its entry in and starts reading its weights lazily;
+  # the sub role finishes later and must not move that entry aside, though
+  # it was complete before the sub role's write began.
+  target = tmp_path / "key"
+  cache.write_entry(target, _writer("first"), is_complete=_complete)
+  inode = (target / "payload").stat().st_ino
+  cache.write_entry(target, _writer("second"), is_complete=_complete)
+  assert (target / "payload").read_text() == "first"
+  assert (target / "payload").stat().st_ino == inode
   assert [p.name for p in tmp_path.iterdir()] == ["key"]
 
 

@@ -8,7 +8,10 @@ synthetic world's tfds files, XLA compilations).
 `write_entry` builds an entry in a temporary folder beside its target and
 renames it into place, so a reader never sees half an entry; when two
 processes build the same entry at once, the first rename wins and the other
-uses its copy (never moving it from under a reader). Imports only the
+uses its copy (never moving it from under a reader). Only a caller that saw
+the complete entry before its work began, and chose to rebuild it, replaces
+it (`replace=True`): what was complete when the write begins may be another
+process's entry, finished while this one computed, and already being read. Imports only the
 standard library (data/world_builder.py uses it without loading JAX).
 """
 
@@ -31,19 +34,20 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> pathlib.Path:
 
 
 def write_entry(target: pathlib.Path, build: Callable[[pathlib.Path], None],
-                *, is_complete: Callable[[pathlib.Path], bool]
-                ) -> pathlib.Path:
+                *, is_complete: Callable[[pathlib.Path], bool],
+                replace: bool = False) -> pathlib.Path:
   """Builds the entry `target` with `build(folder)` and renames it in place.
 
-  An entry that was already complete when the build began is replaced (the
-  caller chose to rebuild it, e.g. config.sft.cache=False). One that another
-  process completed during the build is kept and this build's copy dropped:
-  the other process may be reading it already, and moving it aside would
-  pull it from under that reader. The folder is world-readable like the rest
-  of the cache (mkdtemp would leave it private)."""
+  A complete entry is replaced only with `replace=True`: the caller found
+  it complete before computing what `build` writes and chose to rebuild it
+  (e.g. config.sft.cache=False). Otherwise a complete entry is another
+  process's, finished while this one computed (two roles training the same
+  warm start at once): it is kept and this build's copy dropped, since that
+  process may be reading it already and moving it aside would pull it from
+  under the reader. The folder is world-readable like the rest of the cache
+  (mkdtemp would leave it private)."""
   target = pathlib.Path(target)
   target.parent.mkdir(parents=True, exist_ok=True)
-  replace = target.exists() and is_complete(target)
   tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-",
                                       dir=target.parent))
   tmp.chmod(0o755)

@@ -269,7 +269,8 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
   cache. `taskset` holds the train questions and corpus the oracle plays;
   `agents` is the team's config section (its layout says which agents)."""
   directory = warm_start_dir(config)
-  if config.sft.cache and (directory / FIGURES).is_file():
+  found = (directory / FIGURES).is_file()
+  if config.sft.cache and found:
     figures = json.loads((directory / FIGURES).read_text())
     log(f"warm start: reusing {directory} (SFT of {figures['sft/steps']:.0f} "
         "steps with these settings ran before; config.sft.cache=False "
@@ -307,18 +308,21 @@ def warm_started(config: ml_collections.ConfigDict, taskset: TaskSet,
              "time/sft": time.perf_counter() - start}
   if demonstration_source(config) == GOLD:
     figures["sft/gold_misses"] = float(misses)
-  _save(model, tokenizer, figures, directory)
+  _save(model, tokenizer, figures, directory, replace=found)
   return directory, {**figures, "sft/cached": 0.0}
 
 
 def _save(model: Any, tokenizer: Tokenizer, figures: dict[str, float],
-          directory: pathlib.Path) -> None:
+          directory: pathlib.Path, *, replace: bool) -> None:
   """Writes the checkpoint beside `directory` and renames it into place
-  (runtime/cache.py): a reader never sees half a warm start; an old entry
-  (cache=False retrains) is replaced; a concurrent writer's copy wins."""
+  (runtime/cache.py): a reader never sees half a warm start; the entry this
+  run found and chose to retrain (cache=False) is replaced (`replace`); one
+  another process finished while this one trained wins (it may be reading
+  it: two roles of one run warm-start at once)."""
 
   def build(folder: pathlib.Path) -> None:
     save_hf_checkpoint(model, tokenizer, folder)
     (folder / FIGURES).write_text(json.dumps(figures, indent=1) + "\n")
 
-  write_entry(directory, build, is_complete=lambda d: (d / FIGURES).is_file())
+  write_entry(directory, build, is_complete=lambda d: (d / FIGURES).is_file(),
+              replace=replace)
