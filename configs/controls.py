@@ -1,6 +1,6 @@
 """The positive controls: can each learner learn where facts must be read?
 
-`--config configs/controls.py[:WHICH]`, WHICH one of
+`--config configs/controls.py[:WHICH[:quick]]`, WHICH one of
   sub     the sub-agent alone (mode "frozen_main" over a scripted perfect
           planner that delegates each gold sub-question in turn): GRPO
           with a direct reward on its report (1 when it states a gold
@@ -8,7 +8,7 @@
           outcome, no format bonus), groups per delegated sub-question;
   main    the planner alone (mode "frozen_sub" over a scripted perfect
           reader): the paper's main reward;
-  quick   the `sub` control at tiny sizes, for tests of the plumbing.
+and `:quick` the same control at tiny sizes, for tests of the plumbing.
 
 Both start from SmolLM2-135M-Instruct (configs/smollm2.py), which reads:
 no tiny size copied an unseen name in the capacity probe
@@ -30,16 +30,17 @@ import ml_collections
 
 from mgrpo_jax.runtime.config_checks import load_config_file
 
-WHICH = ("sub", "main", "quick")
+WHICH = ("sub", "main")
 
 
 def get_config(arg: str = "sub") -> ml_collections.ConfigDict:
-  if arg not in WHICH:
+  which, _, size = arg.partition(":")
+  if which not in WHICH or size not in ("", "quick"):
     raise ValueError(f"configs/controls.py:{arg}: expected one of "
-                     f"{', '.join(WHICH)}.")
+                     f"{', '.join(WHICH)}, optionally followed by ':quick'.")
   config = load_config_file(str(pathlib.Path(__file__).with_name(
       "smollm2.py")))
-  config.run_dir = f"runs/control_{arg}"  # One per control.
+  config.run_dir = f"runs/control_{which}"  # One per control.
   config.sft.worlds = 25  # The warm start demonstrates 25 other worlds, none of the run's.
   config.sft.lazy_report = 0.4  # Designed-in sub-agent weakness: 40% of demonstrated hops report without the visit.
   config.sft.early_answer = 0.4  # Designed-in planner weakness: 40% of two-hop demonstrations answer after one hop.
@@ -51,7 +52,7 @@ def get_config(arg: str = "sub") -> ml_collections.ConfigDict:
   for side in ("main", "sub"):
     config.learner[side].learning_rate = 5e-6  # Larger than smollm2.py's 2e-6: 20 steps must move the one learner.
     config.learner[side].log_ref_kl = True  # How far the learner moved from its warm start.
-  if arg in ("sub", "quick"):
+  if which == "sub":
     config.mode = "frozen_main"  # Only the sub-agent trains.
     config.train.scripted = "main"  # A perfect planner: every gold sub-question delegated.
     config.reward.preset = "with_expert"  # Starting weights; the three below replace the sub-agent's.
@@ -62,7 +63,7 @@ def get_config(arg: str = "sub") -> ml_collections.ConfigDict:
   else:
     config.mode = "frozen_sub"  # Only the planner trains.
     config.train.scripted = "sub"  # A perfect reader.
-  if arg == "quick":
+  if size == "quick":
     config.model.name = "tiny"  # From scratch: plumbing only.
     config.model.vocab_size = 512  # Tiny tokenizer.
     config.model.hidden_size = 32  # Tiny model width.
