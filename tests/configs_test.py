@@ -40,7 +40,28 @@ def check_run_config(config):
 def test_every_config_file_is_covered():
   names = {p.stem for p in (ROOT / "configs").glob("*.py")}
   assert names == {*TRAINING, "toy", "evaluate", "reproduce", "tools",
-                   "reading"}
+                   "reading", "controls"}
+
+
+@pytest.mark.parametrize("arg", ["sub", "main", "sub:quick", "main:quick"])
+def test_the_positive_controls_pass_the_trainer_checks(arg):
+  module = module_of("controls")
+  config = module.get_config(arg)
+  check_run_config(config)
+  # One learner over a scripted partner, never the run's world in the warm
+  # start, never the test split.
+  assert (config.mode, config.train.scripted) == {
+      "sub": ("frozen_main", "main"), "main": ("frozen_sub", "sub")}[
+          arg.split(":")[0]]
+  assert config.sft.worlds >= 2 and config.train.test_questions == 0
+  if arg.startswith("sub"):  # A direct reward on the report alone.
+    assert (config.reward.v_fmt, config.reward.v_main,
+            config.reward.v_exp) == (0.0, 0.0, 1.0)
+    assert config.advantage.sub_group_by == "subtask"
+  assert (config.model.name == "tiny") == arg.endswith("quick")
+  for bad in ("both", "sub:big"):
+    with pytest.raises(ValueError, match=f"configs/controls.py:{bad}"):
+      module.get_config(bad)
 
 
 @pytest.mark.parametrize("arg", ["full", "quick"])

@@ -1,0 +1,79 @@
+"""The positive controls' bench (bench/controls.py)."""
+
+import json
+
+import pytest
+
+from mgrpo_jax.bench import controls
+from mgrpo_jax.train.outcomes import write_outcomes
+
+
+def _run(tmp_path, start, end):
+  """A run directory whose two evaluations answered `start` and `end`."""
+  run = tmp_path / "run"
+  (run / "all").mkdir(parents=True)
+  lines = []
+  for step, answers in ((0, start), (10, end)):
+    write_outcomes(str(run / "all"), step, {"validation": {
+        f"q{i}": right for i, right in enumerate(answers)}})
+    lines.append({"step": step, "eval/accuracy": sum(answers) / len(answers),
+                  "eval/sub_report_accuracy": 0.5})
+  lines.append({"step": 5, "time/step": 3.0, "sub/ref_kl": 0.1})
+  (run / "all" / "metrics.jsonl").write_text(
+      "".join(json.dumps(line) + "\n" for line in lines))
+  return run
+
+
+def test_a_rise_beyond_twice_the_paired_noise_passes(tmp_path):
+  # 16 questions: 6 went wrong -> right, none right -> wrong: +37.5 points,
+  # noise sqrt(6) / 16 = 15.3 points.
+  start = [0] * 10 + [1] * 6
+  end = [1] * 6 + [0] * 4 + [1] * 6
+  figures = controls.summarise(_run(tmp_path, start, end))
+  assert figures["change"] == pytest.approx(6 / 16)
+  assert figures["noise"] == pytest.approx(6 ** 0.5 / 16)
+  assert figures["passed"] and figures["questions"] == 16
+  assert figures["mean time/step"] == 3.0
+  assert figures["evaluations"]["0"]["sub_report_accuracy"] == 0.5
+  table = controls.table({"sub": figures})
+  assert "| sub | +37.5 points | 15.3 points | yes | 16 |" in table
+
+
+def test_a_rise_within_the_noise_fails(tmp_path):
+  start = [0, 1, 0, 1, 0, 1, 0, 1]
+  end = [1, 0, 1, 0, 1, 1, 0, 1]  # +1 question, 5 discordant.
+  figures = controls.summarise(_run(tmp_path, start, end))
+  assert not figures["passed"]
+
+
+def test_a_run_without_two_evaluations_is_named(tmp_path):
+  run = tmp_path / "run"
+  (run / "all").mkdir(parents=True)
+  write_outcomes(str(run / "all"), 0, {"validation": {"q0": 1}})
+  (run / "all" / "metrics.jsonl").write_text('{"step": 0}\n')
+  with pytest.raises(RuntimeError, match="needs step 0 and a later one"):
+    controls.summarise(run)
+
+
+def test_bad_arguments_are_named(capsys):
+  with pytest.raises(SystemExit):
+    controls.parse_args(["--which", "sub,planner"])
+  assert "planner" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    controls.parse_args(["--set", "train.steps"])
+  assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_quick_controls_run_and_resume(tmp_path, monkeypatch):
+  monkeypatch.setenv("MGRPO_JAX_CACHE", str(tmp_path / "cache"))
+  args = ["--quick", "--out", str(tmp_path / "out")]
+  controls.main(args)
+  summary = json.loads((tmp_path / "out" / "controls.json").read_text())
+  assert sorted(summary["results"]) == ["main", "sub"]
+  assert all(r["steps"] == 1 for r in summary["results"].values())
+  finished = sorted((tmp_path / "out" / "runs").glob("*/finished"))
+  assert len(finished) == 2
+  stamps = [f.stat().st_mtime_ns for f in finished]
+  controls.main(args)  # Finished runs are kept, not run again.
+  assert [f.stat().st_mtime_ns for f in finished] == stamps
