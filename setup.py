@@ -28,6 +28,7 @@ INSTALL_REQUIRES = [
     "optax>=0.2.8,<0.3",
     "orbax-checkpoint>=0.12.8,<0.13",
     "safetensors>=0.8,<0.9",
+    "scipy>=1.14,<2",  # t and binomial quantiles of the statistics (reproduce_stats, bench/power)
     "tensorboard>=2.21,<3",  # TensorBoard event files without TensorFlow (runtime/metrics)
     "tensorflow-datasets>=4.9.10,<5",
     "tokenizers>=0.23.3,<0.24",

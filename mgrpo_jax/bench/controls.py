@@ -68,6 +68,8 @@ def summarise(run_dir: pathlib.Path) -> dict:
   change = statistics.fmean(end.values()) - statistics.fmean(start.values())
   noise = paired_noise(start, end)
   trained = [steps[s] for s in steps if s > 0]
+  eval_seconds = [steps[s]["time/eval"] for s in evaluated
+                  if "time/eval" in steps.get(s, {})]
 
   def mean(key):
     values = [r[key] for r in trained if key in r]
@@ -80,6 +82,8 @@ def summarise(run_dir: pathlib.Path) -> dict:
       "change": change, "noise": noise, "passed": change > 2 * noise,
       "steps": last,
       "sft_seconds": steps.get(0, {}).get("time/sft"),
+      "mean time/eval": (statistics.fmean(eval_seconds) if eval_seconds
+                         else None),
       **{f"mean {k}": mean(k) for k in STEP_FIGURES},
   }
 
