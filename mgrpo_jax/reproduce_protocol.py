@@ -10,7 +10,11 @@ machine can check in one fenced block that opens with ```json protocol:
                     which reproduce.py sets per run, left out),
    "steps": M-GRPO steps per run,
    "arms": {arm: {"overrides": {...}, "seeds": n}},
-   "primary": [the pair whose paired difference is the primary endpoint]}
+   "primary": [the pair whose paired difference is the primary endpoint],
+   "endpoint": the test metric compared: "novel_accuracy" (test questions
+               whose facts no warm-start demonstration showed) wherever
+               the warm start demonstrates other worlds (sft.worlds > 0);
+               a protocol without it is the first suite's, "accuracy"}
 
 `python -m mgrpo_jax.reproduce_protocol` prints that block for the suite as
 configured now. `python -m mgrpo_jax.reproduce` checks the main suite against
@@ -99,6 +103,18 @@ def without_added_defaults(fields: dict) -> dict:
   return fields
 
 
+ENDPOINTS = ("accuracy", "novel_accuracy")
+# What a protocol written before the "endpoint" field registered.
+FIRST_ENDPOINT = "accuracy"
+
+
+def endpoint_of(config) -> str:
+  """The endpoint a suite of `config` must register: novel-fact accuracy
+  where the warm start demonstrates other worlds (the facts must be read,
+  and that is what the comparison is about), else accuracy."""
+  return "novel_accuracy" if config.sft.get("worlds", 0) else FIRST_ENDPOINT
+
+
 def config_digest(config_arg: str) -> tuple[str, int]:
   """(sha256 of the config's fields but run_dir and seed, its train.steps)
   of `configs/reproduce.py:<config_arg>` (`without_added_defaults`)."""
@@ -117,8 +133,9 @@ def design(arms: Mapping[str, Mapping[str, object]],
   """The machine-checkable design of a main suite: `arms` name -> overrides,
   `seeds` name -> count."""
   digest, steps = config_digest(config_arg)
+  config = load_config_file(f"{ROOT / CONFIG_FILE}:{config_arg}")
   return {"config": f"{CONFIG_FILE}:{config_arg}", "config_sha256": digest,
-          "steps": steps,
+          "steps": steps, "endpoint": endpoint_of(config),
           "arms": {name: {"overrides": dict(overrides),
                           "seeds": int(seeds[name])}
                    for name, overrides in arms.items()},
@@ -149,7 +166,20 @@ def check(path: str | pathlib.Path, planned: dict,
   """Refuses (ProtocolError) a suite whose design differs from the
   protocol's, or a planned (arm, seed) run the protocol does not have."""
   registered = read(path)
+  endpoint = registered.get("endpoint", FIRST_ENDPOINT)
+  if endpoint not in ENDPOINTS:
+    raise ProtocolError(f"{path}: endpoint {endpoint!r}; expected one of "
+                        f"{', '.join(ENDPOINTS)}.")
+  if planned["endpoint"] == "novel_accuracy" and endpoint != "novel_accuracy":
+    raise ProtocolError(
+        f"{path}: names no novel-fact endpoint (endpoint {endpoint!r}) for "
+        f"{planned['config']}, whose warm start demonstrates other worlds: "
+        "expected \"endpoint\": \"novel_accuracy\" (test accuracy on facts "
+        "no demonstration showed, what that testbed is for).")
   differences = []
+  if endpoint != planned["endpoint"]:
+    differences.append(f"endpoint: the protocol has {endpoint!r}, this "
+                       f"suite {planned['endpoint']!r}")
   for field in ("config", "config_sha256", "steps", "primary"):
     if registered.get(field) != planned[field]:
       differences.append(f"{field}: the protocol has "

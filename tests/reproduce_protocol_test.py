@@ -59,6 +59,29 @@ def test_a_suite_that_differs_is_refused_naming_what(tmp_path, change,
     protocol.check(path, registered(), runs())
 
 
+def test_a_reading_testbed_protocol_must_name_the_novel_fact_endpoint(
+    tmp_path):
+  from mgrpo_jax.runtime.config_checks import load_config_file
+  assert protocol.endpoint_of(load_config_file(
+      str(protocol.ROOT / "configs" / "reading.py"))) == "novel_accuracy"
+  assert registered()["endpoint"] == "accuracy"  # The first suite's.
+  # A suite on a testbed whose warm start demonstrates other worlds.
+  planned = {**registered(), "endpoint": "novel_accuracy"}
+  old = registered()
+  old.pop("endpoint")  # A protocol written before the field.
+  with pytest.raises(protocol.ProtocolError,
+                     match="names no novel-fact endpoint .endpoint 'accura"):
+    protocol.check(write(tmp_path / "old.md", old), planned, runs())
+  protocol.check(write(tmp_path / "new.md", planned), planned, runs())
+  with pytest.raises(protocol.ProtocolError,
+                     match="endpoint 'recall'; expected one of accuracy"):
+    protocol.check(write(tmp_path / "bad.md", {**planned,
+                                               "endpoint": "recall"}),
+                   planned, runs())
+  # A first-suite protocol without the field still checks as it did.
+  protocol.check(write(tmp_path / "first.md", old), registered(), runs())
+
+
 def test_a_broken_protocol_file_is_named(tmp_path):
   with pytest.raises(protocol.ProtocolError, match="no such file"):
     protocol.read(tmp_path / "missing.md")
