@@ -303,3 +303,43 @@ def test_a_step_without_calls_has_no_group(group_by):
   batch, stats = sub_batch(record, jax.random.key(0), d_max=2,
                            settings=SETTINGS, group_by=group_by)
   assert batch.num_sequences == 0 and stats["informative_groups"] == 0.0
+
+
+def branched_record(rewards):
+  """One question, K=2 rollouts, each of two delegations attempted three
+  times (12 calls), rewards in (rollout, delegation, attempt) order; each
+  call's tokens hold its flat index, to find it in the batch."""
+  m = 12
+  ids = np.repeat(np.arange(1, m + 1, dtype=np.int32), 2)
+  return SubRecord(ids, np.ones(2 * m, bool), np.zeros(2 * m, np.float32),
+                   np.zeros(m, np.int32),
+                   np.arange(0, 2 * m + 1, 2, dtype=np.int64),
+                   np.zeros(m, np.int32), np.repeat([0, 1], 6).astype(np.int32),
+                   np.asarray(rewards, np.float32), 1, 2, None,
+                   np.tile(np.repeat([0, 1], 3), 2).astype(np.int32))
+
+
+@pytest.mark.parametrize("d_max, delegations", [(3, 1), (4, 1), (6, 2)])
+def test_branch_alignment_keeps_a_delegation_s_attempts_together(
+    d_max, delegations):
+  rewards = [1, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1]
+  record = branched_record(rewards)
+  batch, stats = sub_batch(record, jax.random.key(3), d_max=d_max,
+                           settings=SETTINGS, group_by="branch")
+  rows = batch.version_N >= 0  # Valid slots (an empty one's version is -1).
+  kept = batch.inputs_NxT[rows, 0] - 1  # Flat call index per row.
+  # Whole delegations only: each kept call's two siblings are kept too.
+  assert len(kept) == 2 * delegations * 3
+  for call in kept:
+    first = call - call % 3
+    assert {first, first + 1, first + 2} <= set(kept.tolist())
+  assert stats["dropped_calls"] == 12 - len(kept)
+  # Every kept group has a 1 and a 0: all informative.
+  assert stats["informative_rows"] == 1.0
+
+
+def test_branch_alignment_refuses_slots_a_delegation_cannot_fill():
+  with pytest.raises(ValueError, match="d_max=2 slots per rollout cannot "
+                     "hold one delegation's 3 attempts"):
+    sub_batch(branched_record([0] * 12), jax.random.key(0), d_max=2,
+              settings=SETTINGS, group_by="branch")

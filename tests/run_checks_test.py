@@ -193,6 +193,12 @@ def test_branch_groups_need_a_pair_of_attempts(tmp_path):
     check_run_config(config, "all")
   config.agents.sub_branches = 2
   check_run_config(config, "all")
+  config.agents.sub_branches = 3  # d_max 2 cannot hold 3 attempts.
+  with pytest.raises(ConfigError, match="align.d_max=2.*a multiple of "
+                     "config.agents.sub_branches=3.*e.g. 6"):
+    check_run_config(config, "all")
+  config.align.d_max = 6
+  check_run_config(config, "all")
   config.agents.sub_branches = 0
   with pytest.raises(ConfigError, match="sub_branches=0"):
     check_run_config(config, "all")

@@ -237,7 +237,7 @@ def agents_config() -> ml_collections.ConfigDict:
   c.top_p = 1.0  # Nucleus sampling threshold (1 = off).
   c.top_k = 0  # Top-k sampling (0 = off).
   c.sampler_dtype = "float32"  # dtype of each sampler's copy of the weight matrices: "float32" (the learner's numbers) or "bfloat16" (decode ~30% faster on CPU; its log-probs differ from the learner's, corrected as stale data by learner.*.off_policy, which must not be "none").
-  c.sub_branches = 1  # Sub-agent attempts per delegation from the same state (branching, for advantage.sub_group_by="branch": each delegation's attempts are one GRPO group; the main agent continues with the first). 1: one attempt.
+  c.sub_branches = 1  # Sub-agent attempts per delegation from the same state (branching, for advantage.sub_group_by="branch": each delegation's attempts are one GRPO group, kept whole by the alignment: align.d_max a multiple of it; the main agent continues with the first). 1: one attempt.
   c.share_base = False  # With LoRA (learner.<agent>.lora_rank > 0 for every trained agent): agents on the same devices hold one copy of the base weights, each with its own adapters (train/adapters.py).
   c.prompt_style = "full"  # System prompts: "full" (role, tools, protocol) or "brief" (~30 ids, for models taught by SFT).
   c.strict_format = True  # One malformed turn makes a trajectory a format failure.

@@ -303,31 +303,79 @@ def unaligned_sub_batch(record: SubRecord, *, settings: PackSettings,
   return batch, stats
 
 
+def _call_slots(record: SubRecord, key: jax.Array, d_max: int, fill: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """(call of each slot [B*K, D], valid [B*K, D]): D_max calls per rollout
+  (core.alignment), each slot one call."""
+  b, k = record.num_questions, record.group_size
+  rollout_of = record.b * k + record.k  # Flat rollout index of each sub.
+  order = np.argsort(rollout_of, kind="stable")  # Alignment wants grouping.
+  counts = np.bincount(rollout_of, minlength=b * k).astype(np.int32)
+  index, valid = align_sub_trajectories(
+      key, counts, d_max, fill=fill,
+      rewards_M=record.reward[order] if fill == "best" else None)
+  index, valid = np.asarray(index), np.asarray(valid)  # [B*K, D]
+  return (order[index] if len(order) else np.zeros_like(index)), valid
+
+
+def _delegation_slots(record: SubRecord, key: jax.Array, d_max: int,
+                      fill: str) -> tuple[np.ndarray, np.ndarray]:
+  """The same for branch groups: whole delegations are aligned (D_max /
+  attempts of them per rollout), each filling as many adjacent slots as it
+  has attempts, so a group is never split by the alignment (a group of one
+  attempt compares nothing)."""
+  b, k = record.num_questions, record.group_size
+  rollout_of = (record.b * k + record.k).astype(np.int64)
+  delegation = record.delegations().astype(np.int64)
+  order = np.lexsort((delegation, rollout_of))  # Rollout, then delegation.
+  keys = np.stack([rollout_of[order], delegation[order]], axis=1)
+  _, first, sizes = np.unique(keys, axis=0, return_index=True,
+                              return_counts=True)
+  width = int(sizes.max())
+  if d_max < width:
+    raise ValueError(f"sub_batch: d_max={d_max} slots per rollout cannot "
+                     f"hold one delegation's {width} attempts with "
+                     "group_by='branch'; expected d_max >= the attempts "
+                     "(agents.sub_branches), a multiple of them.")
+  unit_rollout = keys[first, 0]
+  counts = np.bincount(unit_rollout, minlength=b * k).astype(np.int32)
+  unit_reward = np.add.reduceat(record.reward[order], first) / sizes
+  index, valid_u = align_sub_trajectories(
+      key, counts, d_max // width, fill=fill,
+      rewards_M=unit_reward.astype(np.float32) if fill == "best" else None)
+  index, valid_u = np.asarray(index), np.asarray(valid_u)  # [B*K, U]
+  attempt = np.arange(width)
+  position = first[index][..., None] + attempt  # [B*K, U, width]
+  valid = valid_u[..., None] & (attempt < sizes[index][..., None])
+  slot_sub = order[np.where(valid, position, first[index][..., None])]
+  pad = d_max - index.shape[1] * width  # Slots no whole delegation fits.
+  slot_sub = np.pad(slot_sub.reshape(b * k, -1), ((0, 0), (0, pad)))
+  valid = np.pad(valid.reshape(b * k, -1), ((0, 0), (0, pad)))
+  return slot_sub, valid
+
+
 def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
               settings: PackSettings, fill: str = "random",
               group_by: str = "question", scale: str = "group",
               eps: float = 1e-6) -> tuple[Batch, dict[str, float]]:
   """The sub-agent's aligned batch [B*K*D_max] (see the module docstring);
-  d_max 0: alignment off (`unaligned_sub_batch`)."""
+  d_max 0: alignment off (`unaligned_sub_batch`). With group_by="branch"
+  the alignment keeps a delegation's attempts together."""
   call_groups, num_groups = sub_groups(record, group_by)
   if d_max == 0:
     return unaligned_sub_batch(record, settings=settings, group_by=group_by,
                                scale=scale, eps=eps)
   b, k = record.num_questions, record.group_size
-  rollout_of = record.b * k + record.k  # Flat rollout index of each sub.
-  order = np.argsort(rollout_of, kind="stable")  # Alignment wants grouping.
-  counts = np.bincount(rollout_of, minlength=b * k).astype(np.int32)
-  rewards = record.reward[order]
-  index, valid = align_sub_trajectories(
-      key, counts, d_max, fill=fill,
-      rewards_M=rewards if fill == "best" else None)
-  index, valid = np.asarray(index), np.asarray(valid)  # [B*K, D]
-  slot_sub = order[index] if len(order) else np.zeros_like(index)
-  slot_reward = np.where(valid, record.reward[slot_sub] if len(order)
+  counts = np.bincount(record.b * k + record.k,
+                       minlength=b * k).astype(np.int32)
+  calls = len(record.reward)
+  slot_sub, valid = (_delegation_slots if group_by == "branch" and calls
+                     else _call_slots)(record, key, d_max, fill)
+  slot_reward = np.where(valid, record.reward[slot_sub] if calls
                          else 0.0, 0.0).astype(np.float32)
   # Each slot's group: its call's (an empty slot's is never read).
-  groups = (call_groups[slot_sub.reshape(-1)] if len(order)
-            else np.zeros(index.size, np.int32))
+  groups = (call_groups[slot_sub.reshape(-1)] if calls
+            else np.zeros(slot_sub.size, np.int32))
   adv = np.asarray(group_relative_advantages(
       slot_reward.reshape(-1), groups.astype(np.int32), num_groups,
       valid_N=valid.reshape(-1), scale=scale, eps=eps))
@@ -335,13 +383,13 @@ def sub_batch(record: SubRecord, key: jax.Array, *, d_max: int,
   slots = [record.trajectory(int(s)) if ok else empty
            for s, ok in zip(slot_sub.reshape(-1), valid.reshape(-1))]
   versions = np.where(valid.reshape(-1), record.version[slot_sub.reshape(-1)]
-                      if len(order) else -1, -1)
+                      if calls else -1, -1)
   tokens, masks, logprobs = zip(*slots)
   batch = pack(tokens, masks, adv, micro_batch=settings.micro_batch,
                min_len=settings.min_len, max_len=settings.max_len,
                valid=valid.reshape(-1), logprobs=logprobs, versions=versions)
   stats = {"calls_per_rollout": float(counts.mean()),
            "valid_slots": float(valid.mean()),
-           "dropped_calls": float(np.maximum(counts - d_max, 0).sum()),
+           "dropped_calls": float(calls - len(np.unique(slot_sub[valid]))),
            **signal(adv, groups, num_groups, valid.reshape(-1))}
   return batch, stats

@@ -72,6 +72,13 @@ def check_run_config(config: ml_collections.ConfigDict, role: str) -> None:
          f"config.agents.sub_branches={config.agents.get('sub_branches', 1)}"
          " (a group of one attempt per delegation has no pair to compare: "
          "every advantage would be 0); or sub_branches >= 2")
+  branches = config.agents.get("sub_branches", 1)
+  d_max = config.align.d_max
+  if group_by == "branch" and d_max and d_max % branches:
+    fail("align.d_max", d_max, f"a multiple of config.agents.sub_branches="
+         f"{branches} with advantage.sub_group_by='branch' (the alignment "
+         "keeps a delegation's attempts together: e.g. "
+         f"{2 * branches} for two delegations a rollout; 0: alignment off)")
   # After the agents' budgets: the closed set is derived from them.
   compiled.check_runtime(config, ("main", *kinds))
   _world(config)
