@@ -2,9 +2,12 @@
 "branch"): each delegation is attempted several times from the same state,
 the attempts form the sub-agent's groups, the planner goes on with one."""
 
+import pytest
+
 from scripted_test import two_hop_config, run
 
 
+@pytest.mark.slow  # Fast siblings: batches_test's branch alignment tests.
 def test_branch_groups_train_the_sub_agent_on_every_attempt(tmp_path,
                                                             monkeypatch):
   config = two_hop_config(tmp_path, scripted="main")
