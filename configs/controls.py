@@ -20,7 +20,12 @@ from the cut-short snippet without visiting the page) and
 `sft.early_answer=0.4` (40% of two-hop demonstrations answer after the
 first hop). A control passes when its validation accuracy rises by more
 than twice the paired standard error over the validation questions
-(`python -m mgrpo_jax.bench.controls`). configs/default.py documents every
+(`python -m mgrpo_jax.bench.controls`): the accuracy of two sampled
+rollouts per question at the training temperature (what GRPO climbs),
+the greedy accuracy reported beside it. Chosen after the first attempt's
+step 0: the sub-agent's greedy validation accuracy over the scripted
+planner was already 94% (read accuracy 96%, every report visited), while
+its sampled training reward was 62-69%. configs/default.py documents every
 field; this file changes only these.
 """
 
@@ -45,9 +50,10 @@ def get_config(arg: str = "sub") -> ml_collections.ConfigDict:
   config.sft.lazy_report = 0.4  # Designed-in sub-agent weakness: 40% of demonstrated hops report without the visit.
   config.sft.early_answer = 0.4  # Designed-in planner weakness: 40% of two-hop demonstrations answer after one hop.
   config.runtime.shapes = "open"  # Short CPU runs: compile what is met, not a closed set.
-  config.train.steps = 20  # Steps of the one learner.
-  config.train.eval_every = 10  # Greedy validation at steps 0, 10 and 20.
+  config.train.steps = 12  # Steps of the one learner (about 2 min each for SmolLM2 on 2 CPU cores).
+  config.train.eval_every = 12  # Validation at the start and the end only (about 15 min each on 2 CPU cores).
   config.train.eval_questions = 50  # The whole validation split (the paired noise needs many).
+  config.train.eval_samples = 2  # Sampled rollouts per validation question: the primary measure (greedy sat at 94% after the warm start, leaving no room to show a rise).
   config.train.test_questions = 0  # The controls never look at the test split.
   for side in ("main", "sub"):
     config.learner[side].learning_rate = 5e-6  # Larger than smollm2.py's 2e-6: 20 steps must move the one learner.
@@ -79,6 +85,7 @@ def get_config(arg: str = "sub") -> ml_collections.ConfigDict:
     config.train.eval_questions = 4  # All of them.
     config.train.steps = 1  # Steps.
     config.train.eval_every = 1  # Evaluate after every step.
+    config.train.eval_samples = 1  # One sampled rollout per question.
     for side in ("main", "sub"):
       config.agents[side].max_new_tokens = 128  # Tokens per turn (the scripted planner's delegation in tiny-vocabulary ids).
       config.agents[side].context_tokens = 512  # Context budget.

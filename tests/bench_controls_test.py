@@ -8,14 +8,17 @@ from mgrpo_jax.bench import controls
 from mgrpo_jax.train.outcomes import write_outcomes
 
 
-def _run(tmp_path, start, end):
-  """A run directory whose two evaluations answered `start` and `end`."""
+def _run(tmp_path, start, end, sampled=None):
+  """A run directory whose two evaluations answered `start` and `end`
+  greedily (and `sampled`: a pair of per-question lists of samples)."""
   run = tmp_path / "run"
   (run / "all").mkdir(parents=True)
   lines = []
-  for step, answers in ((0, start), (10, end)):
+  for n, (step, answers) in enumerate(((0, start), (10, end))):
     write_outcomes(str(run / "all"), step, {"validation": {
-        f"q{i}": right for i, right in enumerate(answers)}})
+        f"q{i}": right for i, right in enumerate(answers)},
+        "validation_sampled": {f"q{i}": s for i, s in enumerate(
+            sampled[n])} if sampled else {}})
     lines.append({"step": step, "eval/accuracy": sum(answers) / len(answers),
                   "eval/sub_report_accuracy": 0.5})
   lines.append({"step": 5, "time/step": 3.0, "sub/ref_kl": 0.1})
@@ -36,7 +39,28 @@ def test_a_rise_beyond_twice_the_paired_noise_passes(tmp_path):
   assert figures["mean time/step"] == 3.0
   assert figures["evaluations"]["0"]["sub_report_accuracy"] == 0.5
   table = controls.table({"sub": figures})
-  assert "| sub | +37.5 points | 15.3 points | yes | 16 |" in table
+  assert ("| sub | greedy (primary) | +37.5 points | 15.3 points | yes | 16 "
+          "|") in table
+  assert figures["sampled"] is None and figures["measure"] == "greedy"
+
+
+def test_sampled_outcomes_are_the_primary_measure(tmp_path):
+  # Greedy already right on every question (no room: +0); sampled, each
+  # question's two rollouts went from 1 of 2 to 2 of 2 on 6 questions.
+  n = 8
+  sampled = ([[1, 0]] * 6 + [[1, 1]] * 2, [[1, 1]] * 8)
+  figures = controls.summarise(_run(tmp_path, [1] * n, [1] * n, sampled))
+  assert figures["measure"] == "sampled" and figures["greedy"]["change"] == 0
+  diffs = [0.5] * 6 + [0.0] * 2
+  assert figures["change"] == pytest.approx(sum(diffs) / n)
+  sd = (sum((d - 0.375) ** 2 for d in diffs) / (n - 1)) ** 0.5
+  assert figures["noise"] == pytest.approx(sd / n ** 0.5)
+  assert figures["passed"]
+  table = controls.table({"sub": figures})
+  assert "| sub | sampled (primary) | +37.5 points |" in table
+  assert "| sub | greedy | +0.0 points | 0.0 points | no |" in table
+  with pytest.raises(ValueError, match="share 1 questions"):
+    controls.sampled_change({"q0": [1]}, {"q0": [0]})
 
 
 def test_a_rise_within_the_noise_fails(tmp_path):

@@ -59,6 +59,12 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
     assert len(split["validation"]) == ref.train.eval_questions
     assert (sum(split["validation"].values()) / len(split["validation"])
             == expected[step]["eval/accuracy"])
+    # And each question's sampled rollouts (train.eval_samples of them).
+    sampled = split["validation_sampled"]
+    assert sorted(sampled) == sorted(split["validation"])
+    assert {len(v) for v in sampled.values()} == {ref.train.eval_samples}
+    assert (sum(map(sum, sampled.values())) / sum(map(len, sampled.values()))
+            == pytest.approx(expected[step]["eval/sampled_accuracy"]))
   # one_step: rollout n (logged as step n+1) sampled the sub weights after
   # update n-1, and those are the weights the sub side published then.
   for step in (1, 2, 3):

@@ -14,8 +14,12 @@ outcomes it reports, at each evaluation: the team's validation accuracy
 report and read accuracy and visit rate, the planner's delegations and
 early answers; then the change from step 0 to the last evaluation and its
 noise, the standard error of that paired difference over the validation
-questions (sqrt(discordant) / n, the pilot's definition). A control passes
-when the change exceeds twice the noise. OUT/controls.json and
+questions (sqrt(discordant) / n, the pilot's definition). With
+train.eval_samples > 0 the primary measure is the sampled accuracy (each
+question's share of right sampled rollouts at the training temperature:
+what GRPO climbs; its noise the standard error of the per-question paired
+differences), the greedy one reported beside it. A control passes when the
+primary change exceeds twice its noise. OUT/controls.json and
 OUT/controls.md hold the table, the CPU model and each run's seconds.
 `--quick` runs the controls at tiny sizes (configs/controls.py's
 `:quick`): the plumbing, not a result.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -37,7 +42,7 @@ from mgrpo_jax.train.outcomes import read_outcomes
 
 WHICH = ("sub", "main")
 # What each evaluation reports (eval/<name>), in the table's order.
-FIGURES = ("accuracy", "sub_report_accuracy", "sub_read_accuracy",
+FIGURES = ("accuracy", "sampled_accuracy", "sub_report_accuracy", "sub_read_accuracy",
            "sub_visit_rate", "main_delegations_hop2", "main_early_answer")
 # Training-time figures averaged over the run's steps.
 STEP_FIGURES = ("time/step", "main/informative_groups",
@@ -51,6 +56,22 @@ def by_step(run_dir: pathlib.Path) -> dict[int, dict]:
   for record in records:
     out.setdefault(record["step"], {}).update(record)
   return out
+
+
+def sampled_change(start: dict[str, list[int]], end: dict[str, list[int]]
+                   ) -> tuple[float, float, int]:
+  """(change, noise, questions) of sampled accuracy between two
+  evaluations (task id -> 1 / 0 per sampled rollout): the mean over the
+  questions both hold of each question's share right, end minus start, and
+  the standard error of that paired difference over the questions."""
+  common = sorted(set(start) & set(end))
+  if len(common) < 2:
+    raise ValueError(f"sampled_change: the two evaluations share "
+                     f"{len(common)} questions; expected at least 2.")
+  diffs = [statistics.fmean(end[q]) - statistics.fmean(start[q])
+           for q in common]
+  return (statistics.fmean(diffs),
+          statistics.stdev(diffs) / math.sqrt(len(diffs)), len(common))
 
 
 def summarise(run_dir: pathlib.Path) -> dict:
@@ -67,6 +88,17 @@ def summarise(run_dir: pathlib.Path) -> dict:
   end = outcomes[last]["validation"]
   change = statistics.fmean(end.values()) - statistics.fmean(start.values())
   noise = paired_noise(start, end)
+  figures = {"measure": "greedy", "change": change, "noise": noise,
+             "questions": len(set(start) & set(end))}
+  greedy = dict(figures)
+  sampled = None
+  if all("validation_sampled" in outcomes[s] for s in (first, last)):
+    s_change, s_noise, s_questions = sampled_change(
+        outcomes[first]["validation_sampled"],
+        outcomes[last]["validation_sampled"])
+    sampled = {"measure": "sampled", "change": s_change, "noise": s_noise,
+               "questions": s_questions}
+    figures = dict(sampled)  # What GRPO climbs: the primary measure.
   trained = [steps[s] for s in steps if s > 0]
   eval_seconds = [steps[s]["time/eval"] for s in evaluated
                   if "time/eval" in steps.get(s, {})]
@@ -78,8 +110,8 @@ def summarise(run_dir: pathlib.Path) -> dict:
   return {
       "evaluations": {str(s): {f: steps.get(s, {}).get(f"eval/{f}")
                                for f in FIGURES} for s in evaluated},
-      "questions": len(set(start) & set(end)),
-      "change": change, "noise": noise, "passed": change > 2 * noise,
+      **figures, "passed": figures["change"] > 2 * figures["noise"],
+      "greedy": greedy, "sampled": sampled,
       "steps": last,
       "sft_seconds": steps.get(0, {}).get("time/sft"),
       "mean time/eval": (statistics.fmean(eval_seconds) if eval_seconds
@@ -91,26 +123,34 @@ def summarise(run_dir: pathlib.Path) -> dict:
 def table(results: dict[str, dict]) -> str:
   pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
   num = lambda v: "-" if v is None else f"{v:.2f}"
-  lines = ["| control | step | validation accuracy | sub report accuracy | "
-           "sub read accuracy | sub visit rate | delegations per two-hop "
-           "question | early answers |", "|---|---|---|---|---|---|---|---|"]
+  lines = ["| control | step | validation accuracy (greedy) | sampled | "
+           "sub report accuracy | sub read accuracy | sub visit rate | "
+           "delegations per two-hop question | early answers |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
     for step, e in r["evaluations"].items():
       lines.append(
           f"| {name} | {step} | {pct(e['accuracy'])} | "
+          f"{pct(e.get('sampled_accuracy'))} | "
           f"{pct(e['sub_report_accuracy'])} | {pct(e['sub_read_accuracy'])} "
           f"| {pct(e['sub_visit_rate'])} | "
           f"{num(e['main_delegations_hop2'])} | "
           f"{pct(e['main_early_answer'])} |")
-  lines += ["", "| control | change | noise (paired SE) | passed (change > 2 x "
-            "noise) | questions | s per step | SFT s |",
-            "|---|---|---|---|---|---|---|"]
+  lines += ["", "| control | measure | change | noise (paired SE) | passed "
+            "(change > 2 x noise) | questions | s per step | SFT s |",
+            "|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
-    lines.append(
-        f"| {name} | {100 * r['change']:+.1f} points | "
-        f"{100 * r['noise']:.1f} points | {'yes' if r['passed'] else 'no'} "
-        f"| {r['questions']} | {num(r['mean time/step'])} | "
-        f"{num(r['sft_seconds'])} |")
+    for which in ("sampled", "greedy"):
+      m = r.get(which)
+      if not m:
+        continue
+      primary = m["measure"] == r["measure"]
+      lines.append(
+          f"| {name} | {m['measure']}{' (primary)' if primary else ''} | "
+          f"{100 * m['change']:+.1f} points | {100 * m['noise']:.1f} points "
+          f"| {('yes' if m['change'] > 2 * m['noise'] else 'no')} | "
+          f"{m['questions']} | {num(r['mean time/step'])} | "
+          f"{num(r['sft_seconds'])} |")
   return "\n".join(lines) + "\n"
 
 

@@ -112,6 +112,7 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
              prefix: str = "eval",
              weights: Mapping[str, float] | None = None,
              outcomes: dict[str, int] | None = None,
+             sampled_outcomes: dict[str, list[int]] | None = None,
              shards: Shards = ONE,
              novelty: Novelty | None = None) -> dict[str, float]:
   """Validation figures, named `<prefix>/<figure>`: one greedy rollout per
@@ -122,7 +123,9 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   The keys are the same at every evaluation, so two evaluations differ only
   through the weights; `time/<prefix>` is the seconds taken. A dict given
   as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
-  that question was right (for question-level paired tests). With a
+  that question was right (for question-level paired tests), and one given
+  as `sampled_outcomes` task id -> 1 / 0 for each of its `samples` sampled
+  rollouts (the same tests on what GRPO climbs). With a
   `novelty` (data/novelty.py): novel_accuracy, over the questions whose
   facts the warm start never demonstrated, and their share, novel_share.
 
@@ -135,6 +138,7 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   tasks = list(tasks)
   sums: collections.Counter[str] = collections.Counter()
   right: dict[str, int] = {}
+  sampled_right: dict[str, list[int]] = {}
   for shard in shards.mine:
     part = shards.tasks(tasks, shard)
     if not part:
@@ -162,13 +166,20 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
       sums.update({"sampled": sampled.main_correct.size,
                    "sampled_correct": int(sampled.main_correct.sum()),
                    "sampled_format": int(sampled.main_format_ok.sum())})
+      sampled_right.update({t.task_id: [int(c) for c in row] for t, row in
+                            zip(part, sampled.main_correct)})
   if processes.count() > 1:  # Every process's questions.
-    every = processes.gather(f"{prefix} evaluation", [dict(sums), right])
-    sums = sum((collections.Counter(c) for c, _ in every),
+    every = processes.gather(f"{prefix} evaluation",
+                             [dict(sums), right, sampled_right])
+    sums = sum((collections.Counter(c) for c, _, _ in every),
                collections.Counter())
-    right = {k: v for _, r in every for k, v in r.items()}
+    right = {k: v for _, r, _ in every for k, v in r.items()}
+    sampled_right = {k: v for _, _, r in every for k, v in r.items()}
   if outcomes is not None:
     outcomes.update({t.task_id: right[t.task_id] for t in tasks})
+  if sampled_outcomes is not None and samples:
+    sampled_outcomes.update({t.task_id: sampled_right[t.task_id]
+                             for t in tasks})
   n = max(sums["questions"], 1)
   out = {"accuracy": sums["correct"] / n, "format": sums["format"] / n,
          "sub_calls": sums["subs"] / n}

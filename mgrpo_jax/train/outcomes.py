@@ -2,7 +2,8 @@
 tests (mgrpo_jax.reproduce_report): at every evaluation the trainer appends
 one line {"step": N, "validation": {task id: 1 / 0}, "test": {...}} to
 run_dir/<role>/outcomes.jsonl (beside the role's metrics), 1 where the
-greedy rollout answered right."""
+greedy rollout answered right; with train.eval_samples > 0 also
+"validation_sampled": {task id: [1 / 0 for each sampled rollout]}."""
 
 from __future__ import annotations
 

@@ -432,12 +432,16 @@ class Side:
     self.sync_subs(step, newest=True)
     grader = Grader(self.data.documents, self.data.train + self.data.validation
                     + self.data.test)
-    outcomes: dict[str, dict[str, int]] = {"validation": {}, "test": {}}
+    # Per question: greedy right (1 / 0); sampled: 1 / 0 for each of the
+    # train.eval_samples rollouts.
+    outcomes: dict[str, dict] = {"validation": {}, "test": {},
+                                 "validation_sampled": {}}
     # Each process evaluates its shards of the questions.
     shards = self.shards or shards_lib.ONE
     out = evaluate(self.controller, self.data.validation,
                    self.config.train.eval_samples, grader=grader,
                    weights=self.weights, outcomes=outcomes["validation"],
+                   sampled_outcomes=outcomes["validation_sampled"],
                    shards=shards, novelty=self.reading.novelty)
     if self.data.test:
       out.update(evaluate(self.controller, self.data.test, grader=grader,
