@@ -264,6 +264,10 @@ BENCH_FLAGS = {
     "moe_speed": (["--repeats=1"], None),
     "team_memory": (["--sizes=1x2", "--steps=2", "--warmup=1"],
                     "configs/smollm2.py"),
+    # The controls at tiny sizes; the power estimate from the committed
+    # controls, written beside the run (never over the committed files).
+    "controls": (["--quick", "--out=runs/controls"], None),
+    "power": (["--out=runs/power"], None),
 }
 
 
