@@ -15,6 +15,10 @@
                      (launch/bench_rollouts.sh)
   sft_study.py       the tiny team's SFT warm start, measured
   reading_probe.py   can a tiny team read? step-0 read accuracy per size
+  controls.py        the positive controls: each learner alone over a
+                     scripted partner, validation before and after
+  power.py           seeds and hours a powered comparison needs, from the
+                     controls' costs and the first suite's seed noise
   team_memory.py     a pretrained team's step time and peak memory by batch
                      size (launch/bench_team.sh)
   team_runs.py       a pretrained team's test accuracy untrained, after
