@@ -1,6 +1,7 @@
 """The positive controls' bench (bench/controls.py)."""
 
 import json
+import pathlib
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_a_rise_beyond_twice_the_paired_noise_passes(tmp_path):
   assert figures["change"] == pytest.approx(6 / 16)
   assert figures["noise"] == pytest.approx(6 ** 0.5 / 16)
   assert figures["passed"] and figures["questions"] == 16
-  assert figures["mean time/step"] == 3.0
+  assert figures["median time/step"] == 3.0
   assert figures["evaluations"]["0"]["sub_report_accuracy"] == 0.5
   table = controls.table({"sub": figures})
   assert ("| sub | greedy (primary) | +37.5 points | 15.3 points | yes | 16 "
@@ -101,3 +102,22 @@ def test_quick_controls_run_and_resume(tmp_path, monkeypatch):
   stamps = [f.stat().st_mtime_ns for f in finished]
   controls.main(args)  # Finished runs are kept, not run again.
   assert [f.stat().st_mtime_ns for f in finished] == stamps
+
+
+def test_readme_s_controls_table_is_the_committed_result():
+  root = pathlib.Path(__file__).resolve().parents[1]
+  results = json.loads((root / "launch" / "results" / "controls" /
+                        "controls.json").read_text())["results"]
+  readme = (root / "README.md").read_text()
+  pct = lambda v: f"{100 * v:.1f}%"
+  for name, label in (("sub", "sub-agent alone"), ("main", "planner alone")):
+    r = results[name]
+    start, end = r["evaluations"]["0"], r["evaluations"][str(r["steps"])]
+    row = next(line for line in readme.splitlines()
+               if line.startswith(f"| {label}"))
+    assert r["passed"] and r["measure"] == "sampled"
+    assert (f"| {pct(start['sampled_accuracy'])} -> "
+            f"{pct(end['sampled_accuracy'])} | {100 * r['change']:+.1f} "
+            f"points, {100 * r['noise']:.1f}: passes | "
+            f"{pct(start['accuracy'])} -> {pct(end['accuracy'])} | "
+            f"{r['median time/step']:.0f} |") in row

@@ -2,6 +2,7 @@
 
 import json
 import math
+import pathlib
 
 import pytest
 
@@ -29,8 +30,9 @@ def test_sigma_scales_with_the_test_questions():
 
 def _controls(tmp_path):
   result = lambda step, evaluation: {
-      "mean time/step": step, "mean time/eval": evaluation,
-      "questions": 50, "sft_seconds": 600.0}
+      "median time/step": step, "mean time/eval": evaluation,
+      "questions": 50, "sft_seconds": 600.0,
+      "sampled": {"samples": 1}}  # Half of each evaluation's rollouts.
   folder = tmp_path / "controls"
   folder.mkdir()
   (folder / "controls.json").write_text(json.dumps({
@@ -42,10 +44,10 @@ def _controls(tmp_path):
 def test_hours_add_up_steps_evaluations_and_warm_starts(tmp_path):
   controls = json.loads((_controls(tmp_path) / "controls.json").read_text())
   costs = power.run_costs(controls, 100)
-  assert costs == {"step": 150.0, "evaluation": 600.0, "warm_start": 600.0}
+  assert costs == {"step": 150.0, "evaluation": 300.0, "warm_start": 600.0}
   # A seed: one warm start, two arms of 40 steps and two evaluations.
   assert power.plan_hours(costs, 8, 40) == pytest.approx(
-      8 * (600 + 2 * (40 * 150 + 2 * 600)) / 3600)
+      8 * (600 + 2 * (40 * 150 + 2 * 300)) / 3600)
   with pytest.raises(ValueError, match="no main control"):
     power.run_costs({"results": {"sub": {}}}, 100)
 
@@ -73,3 +75,16 @@ def test_bad_arguments_are_named(args, named, capsys):
   with pytest.raises(SystemExit):
     power.main(args)
   assert named in capsys.readouterr().err
+
+
+def test_readme_s_power_figures_are_the_committed_estimate():
+  root = pathlib.Path(__file__).resolve().parents[1]
+  summary = json.loads((root / "launch" / "results" / "controls" /
+                        "power.json").read_text())
+  readme = " ".join((root / "README.md").read_text().split())
+  assert (f"8 seeds x 2 arms x 40 steps take {summary['hours_8_seeds']:.1f} "
+          f"hours on this CPU (a team step {summary['costs_seconds']['step']:.0f}"
+          " s") in readme
+  five, ten = summary["rows"]
+  assert (f"takes {five['seeds']} seeds ({five['hours']:.1f} h), a 10-point "
+          f"one {ten['seeds']} ({ten['hours']:.1f} h)") in readme

@@ -6,7 +6,8 @@ import json
 import os
 import pathlib
 import platform
-from typing import Any
+import sys
+from typing import Any, Sequence
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
@@ -42,6 +43,13 @@ def machine() -> str:
   tunables = os.environ.get("GLIBC_TUNABLES", "")
   return (f"{cpu_model()}, {os.cpu_count()} CPUs, {platform.system()}"
           + (f", GLIBC_TUNABLES={tunables}" if tunables else ""))
+
+
+def command_line(name: str, argv: Sequence[str] | None) -> str:
+  """`python -m mgrpo_jax.bench.<name> ARGS` as it was run (argv None: the
+  process's own arguments), for a results file's header."""
+  args = list(sys.argv[1:] if argv is None else argv)
+  return " ".join(["python -m", f"mgrpo_jax.bench.{name}", *args])
 
 
 def write_output(path: str, content: Any) -> None:

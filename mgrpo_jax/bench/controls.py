@@ -35,7 +35,7 @@ import statistics
 import sys
 
 from mgrpo_jax import reproduce
-from mgrpo_jax.bench.common import machine, write_output
+from mgrpo_jax.bench.common import command_line, machine, write_output
 from mgrpo_jax.reproduce_pilot import paired_noise
 from mgrpo_jax.runtime.metrics import JSONL_NAME, read_jsonl
 from mgrpo_jax.train.outcomes import read_outcomes
@@ -97,7 +97,8 @@ def summarise(run_dir: pathlib.Path) -> dict:
         outcomes[first]["validation_sampled"],
         outcomes[last]["validation_sampled"])
     sampled = {"measure": "sampled", "change": s_change, "noise": s_noise,
-               "questions": s_questions}
+               "questions": s_questions, "samples": len(next(iter(
+                   outcomes[last]["validation_sampled"].values())))}
     figures = dict(sampled)  # What GRPO climbs: the primary measure.
   trained = [steps[s] for s in steps if s > 0]
   eval_seconds = [steps[s]["time/eval"] for s in evaluated
@@ -117,6 +118,10 @@ def summarise(run_dir: pathlib.Path) -> dict:
       "mean time/eval": (statistics.fmean(eval_seconds) if eval_seconds
                          else None),
       **{f"mean {k}": mean(k) for k in STEP_FIGURES},
+      # The step that ends with an evaluation counts it in its time/step.
+      "median time/step": (statistics.median(
+          [r["time/step"] for r in trained if "time/step" in r])
+          if any("time/step" in r for r in trained) else None),
   }
 
 
@@ -137,7 +142,7 @@ def table(results: dict[str, dict]) -> str:
           f"{num(e['main_delegations_hop2'])} | "
           f"{pct(e['main_early_answer'])} |")
   lines += ["", "| control | measure | change | noise (paired SE) | passed "
-            "(change > 2 x noise) | questions | s per step | SFT s |",
+            "(change > 2 x noise) | questions | s per step (median) | SFT s |",
             "|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
     for which in ("sampled", "greedy"):
@@ -149,8 +154,8 @@ def table(results: dict[str, dict]) -> str:
           f"| {name} | {m['measure']}{' (primary)' if primary else ''} | "
           f"{100 * m['change']:+.1f} points | {100 * m['noise']:.1f} points "
           f"| {('yes' if m['change'] > 2 * m['noise'] else 'no')} | "
-          f"{m['questions']} | {num(r['mean time/step'])} | "
-          f"{num(r['sft_seconds'])} |")
+          f"{m['questions']} | {num(r.get('median time/step'))} | "
+          f"{num(r.get('sft_seconds'))} |")
   return "\n".join(lines) + "\n"
 
 
@@ -198,8 +203,7 @@ def main(argv=None) -> int:
     write_output(str(out / "controls.md"), (
         f"# Positive controls ({args.config}, seed {args.seed}, "
         "validation)\n\n"
-        f"{machine()}; `python -m mgrpo_jax.bench.controls "
-        f"{' '.join(sys.argv[1:] if argv is None else argv)}`\n\n"
+        f"{machine()}; `{command_line('controls', argv)}`\n\n"
         + table(results)))
   log(f"wrote {path} and {out / 'controls.md'}")
   return 0

@@ -17,8 +17,8 @@ A run's hours come from the positive controls measured on this testbed
 (bench/controls.py's controls.json): an M-GRPO team step is taken as the
 sub-agent control's step plus the planner control's (each runs one
 learner's sampling and update beside a scripted partner that costs almost
-nothing), an evaluation as the two controls' evaluations scaled from their
-validation questions to the test questions, and each seed's warm start as
+nothing), an evaluation (greedy) as the two controls' evaluations per
+rollout scaled to the test questions, and each seed's warm start as
 the controls' SFT (shared by the seed's two arms). Writes OUT/power.json
 and OUT/power.md.
 """
@@ -34,7 +34,7 @@ import sys
 
 from scipy import stats
 
-from mgrpo_jax.bench.common import write_output
+from mgrpo_jax.bench.common import command_line, write_output
 
 REFERENCE_QUESTIONS = 200  # Test questions per seed of the first suite.
 
@@ -70,9 +70,13 @@ def run_costs(controls: dict, eval_questions: int) -> dict[str, float]:
   if missing:
     raise ValueError(f"controls.json has no {' or '.join(missing)} control; "
                      "run python -m mgrpo_jax.bench.controls first.")
-  step = sum(results[w]["mean time/step"] for w in ("sub", "main"))
-  evaluation = sum(results[w]["mean time/eval"]
-                   * eval_questions / results[w]["questions"]
+  step = sum(results[w]["median time/step"] for w in ("sub", "main"))
+  # A control's evaluation ran a greedy rollout and `samples` sampled ones
+  # per question; the comparison's test evaluation runs the greedy one.
+  evaluation = sum(results[w]["mean time/eval"] * eval_questions
+                   / (results[w]["questions"]
+                      * (1 + ((results[w].get("sampled") or {})
+                              .get("samples", 0))))
                    for w in ("sub", "main"))
   return {"step": step, "evaluation": evaluation,
           "warm_start": results["sub"]["sft_seconds"]}
@@ -127,8 +131,7 @@ def main(argv=None) -> int:
   lines = [
       "# Power of the comparison on SmolLM2-135M (estimate)", "",
       f"From the controls measured on {controls['machine']} and the first "
-      f"suite's seed noise; `python -m mgrpo_jax.bench.power "
-      f"{' '.join(sys.argv[1:] if argv is None else argv)}`", "",
+      f"suite's seed noise; `{command_line('power', argv)}`", "",
       f"Seed SD of mgrpo - frozen_sub at {args.test_questions} test "
       f"questions: {100 * sigma:.1f} points. A team step "
       f"{costs['step']:.0f} s, an evaluation of {args.test_questions} test "
