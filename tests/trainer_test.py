@@ -65,6 +65,8 @@ def test_sigkill_resume_staleness_and_a_silent_sub_side(tmp_path, monkeypatch):
     assert {len(v) for v in sampled.values()} == {ref.train.eval_samples}
     assert (sum(map(sum, sampled.values())) / sum(map(len, sampled.values()))
             == pytest.approx(expected[step]["eval/sampled_accuracy"]))
+    # The per-agent diagnostics of the sampled rollouts beside the greedy's.
+    assert 0.0 <= expected[step]["eval/sampled_visits_per_hop"]
   # one_step: rollout n (logged as step n+1) sampled the sub weights after
   # update n-1, and those are the weights the sub side published then.
   for step in (1, 2, 3):

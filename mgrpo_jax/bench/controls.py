@@ -42,8 +42,10 @@ from mgrpo_jax.train.outcomes import read_outcomes
 
 WHICH = ("sub", "main")
 # What each evaluation reports (eval/<name>), in the table's order.
-FIGURES = ("accuracy", "sampled_accuracy", "sub_report_accuracy", "sub_read_accuracy",
-           "sub_visit_rate", "main_delegations_hop2", "main_early_answer")
+FIGURES = ("accuracy", "sampled_accuracy", "sub_report_accuracy",
+           "sub_read_accuracy", "sub_visit_rate", "main_delegations_hop2", "main_early_answer",
+           "sampled_sub_report_accuracy", "sampled_sub_visit_rate",
+           "sampled_main_early_answer")
 # Training-time figures averaged over the run's steps.
 STEP_FIGURES = ("time/step", "main/informative_groups",
                 "sub/informative_groups", "main/ref_kl", "sub/ref_kl")
@@ -130,8 +132,9 @@ def table(results: dict[str, dict]) -> str:
   num = lambda v: "-" if v is None else f"{v:.2f}"
   lines = ["| control | step | validation accuracy (greedy) | sampled | "
            "sub report accuracy | sub read accuracy | sub visit rate | "
-           "delegations per two-hop question | early answers |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "delegations per two-hop question | early answers | sampled: "
+           "sub report accuracy | sampled: sub visit rate | sampled: early "
+           "answers |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
     for step, e in r["evaluations"].items():
       lines.append(
@@ -140,7 +143,10 @@ def table(results: dict[str, dict]) -> str:
           f"{pct(e['sub_report_accuracy'])} | {pct(e['sub_read_accuracy'])} "
           f"| {pct(e['sub_visit_rate'])} | "
           f"{num(e['main_delegations_hop2'])} | "
-          f"{pct(e['main_early_answer'])} |")
+          f"{pct(e['main_early_answer'])} | "
+          f"{pct(e.get('sampled_sub_report_accuracy'))} | "
+          f"{pct(e.get('sampled_sub_visit_rate'))} | "
+          f"{pct(e.get('sampled_main_early_answer'))} |")
   lines += ["", "| control | measure | change | noise (paired SE) | passed "
             "(change > 2 x noise) | questions | s per step (median) | SFT s |",
             "|---|---|---|---|---|---|---|---|"]

@@ -119,7 +119,8 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   question (accuracy, format, sub_calls; with a `grader`, the per-agent
   diagnostics on those rollouts) and, with `samples` > 0, that many rollouts
   per question at the training temperature (sampled_accuracy,
-  sampled_format: the expected reward terms the policy gradient climbs).
+  sampled_format: the expected reward terms the policy gradient climbs;
+  with a `grader`, the diagnostics on them too, sampled_<figure>).
   The keys are the same at every evaluation, so two evaluations differ only
   through the weights; `time/<prefix>` is the seconds taken. A dict given
   as `outcomes` receives task id -> 1 / 0, whether the greedy rollout of
@@ -161,8 +162,13 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
       sums.update({f"diagnostic/{k}": v for k, v in diagnostic_counts(
           greedy_run.rollouts, part, grader).items()})
     if samples:
-      sampled = roll_out(controller, part, samples,
-                         shards.key(jax.random.key(1), shard), weights).scores
+      sampled_run = roll_out(controller, part, samples,
+                             shards.key(jax.random.key(1), shard), weights)
+      sampled = sampled_run.scores
+      if grader is not None:
+        sums.update({f"sampled_diagnostic/{k}": v for k, v in
+                     diagnostic_counts(sampled_run.rollouts, part,
+                                       grader).items()})
       sums.update({"sampled": sampled.main_correct.size,
                    "sampled_correct": int(sampled.main_correct.sum()),
                    "sampled_format": int(sampled.main_format_ok.sum())})
@@ -194,6 +200,10 @@ def evaluate(controller: RolloutController, tasks: Sequence[Task],
   if samples:
     out["sampled_accuracy"] = sums["sampled_correct"] / sums["sampled"]
     out["sampled_format"] = sums["sampled_format"] / sums["sampled"]
+    if grader is not None:  # The same diagnostics on the sampled rollouts.
+      out.update({f"sampled_{k}": v for k, v in diagnostic_figures(
+          {k[len("sampled_diagnostic/"):]: v for k, v in sums.items()
+           if k.startswith("sampled_diagnostic/")}).items()})
   out = prefixed(prefix, out)
   out[f"time/{prefix}"] = time.perf_counter() - start
   return out
