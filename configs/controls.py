@@ -18,7 +18,11 @@ weaknesses for the learners to repair, said next to every figure they
 produce: `sft.lazy_report=0.4` (40% of demonstrated sub-agent hops report
 from the cut-short snippet without visiting the page) and
 `sft.early_answer=0.4` (40% of two-hop demonstrations answer after the
-first hop). A control passes when its validation accuracy rises by more
+first hop). Measured at step 0 (launch/results/controls/NOTES.md): 29% of
+the sub-agent's sampled reports skip the visit (greedy: none), but the
+planner answers 98% of its sampled two-hop rollouts after one hop (the
+one-hop demonstrations add to it), leaving GRPO almost nothing to
+reinforce: a smaller early_answer is the next thing to try. A control passes when its validation accuracy rises by more
 than twice the paired standard error over the validation questions
 (`python -m mgrpo_jax.bench.controls`): the accuracy of two sampled
 rollouts per question at the training temperature (what GRPO climbs),
